@@ -1,0 +1,3 @@
+from evalsuite.cli import main
+
+raise SystemExit(main())

@@ -1,0 +1,132 @@
+"""Task cards: declarative YAML metadata for one evaluation task (the MTEB idea).
+
+A card names its reader and the reader's arguments, the classes, the splits, the metric
+used to select probe hyper-parameters on val, and the probes run by default.
+"""
+
+import hashlib
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import yaml
+
+from evalsuite.errors import EvalsuiteError
+from evalsuite.metrics import METRICS
+from evalsuite.resources import cards_dir, yaml_names
+
+KINDS = ("classification", "segmentation")
+REQUIRED_SPLITS = ("train", "val", "test")
+
+
+@dataclass(frozen=True)
+class TaskCard:
+    name: str
+    kind: str
+    reader: str
+    reader_args: dict
+    classes: list
+    splits: list
+    selection_metric: str
+    probes: list
+    path: Path
+    sha256: str
+    description: str = ""
+    data_root: str | None = None
+    extra: dict = field(default_factory=dict)
+
+    @property
+    def num_classes(self) -> int:
+        return len(self.classes)
+
+
+def find_card(task: str) -> Path:
+    """Resolve `--task` given as a card name (shipped) or as a path to a .yaml file."""
+    looks_like_path = task.endswith((".yaml", ".yml")) or "/" in task
+    if looks_like_path:
+        path = Path(task)
+        if not path.is_file():
+            raise EvalsuiteError(f"task card file not found: {path}; check the path")
+        return path
+    path = cards_dir() / f"{task}.yaml"
+    if not path.is_file():
+        known = ", ".join(yaml_names(cards_dir())) or "none"
+        raise EvalsuiteError(
+            f"unknown task '{task}'; known tasks: {known} (or pass a path to a card .yaml)"
+        )
+    return path
+
+
+def load_card(task: str) -> TaskCard:
+    path = find_card(task)
+    raw_bytes = path.read_bytes()
+    try:
+        raw = yaml.safe_load(raw_bytes)
+    except yaml.YAMLError as exc:
+        first_line = str(exc).splitlines()[0]
+        raise EvalsuiteError(f"task card {path}: not valid YAML ({first_line})") from None
+    if not isinstance(raw, dict):
+        raise EvalsuiteError(f"task card {path}: expected a mapping of fields at the top level")
+    return _card_from_mapping(raw, path, hashlib.sha256(raw_bytes).hexdigest())
+
+
+def _field(raw: dict, path: Path, name: str, kind: type, required: bool = True):
+    if name not in raw:
+        if required:
+            raise EvalsuiteError(f"task card {path}: missing required field '{name}'")
+        return None
+    value = raw[name]
+    if not isinstance(value, kind) or isinstance(value, bool):
+        raise EvalsuiteError(
+            f"task card {path}: field '{name}' must be {kind.__name__}, got {type(value).__name__}"
+        )
+    return value
+
+
+def _string_list(raw: dict, path: Path, name: str) -> list:
+    values = _field(raw, path, name, list)
+    if not values or not all(isinstance(v, str) and v for v in values):
+        raise EvalsuiteError(f"task card {path}: field '{name}' must be a non-empty list of strings")
+    if len(set(values)) != len(values):
+        raise EvalsuiteError(f"task card {path}: field '{name}' has duplicate entries")
+    return values
+
+
+def _card_from_mapping(raw: dict, path: Path, sha256: str) -> TaskCard:
+    name = _field(raw, path, "name", str)
+    kind = _field(raw, path, "kind", str)
+    if kind not in KINDS:
+        raise EvalsuiteError(f"task card {path}: field 'kind' must be one of {', '.join(KINDS)}, got '{kind}'")
+    reader = _field(raw, path, "reader", dict)
+    reader_name = _field(reader, path, "name", str) if "name" in reader else None
+    if reader_name is None:
+        raise EvalsuiteError(f"task card {path}: missing required field 'reader.name'")
+    reader_args = reader.get("args") or {}
+    if not isinstance(reader_args, dict):
+        raise EvalsuiteError(f"task card {path}: field 'reader.args' must be a mapping")
+    classes = _string_list(raw, path, "classes")
+    splits = _string_list(raw, path, "splits")
+    missing_splits = [s for s in REQUIRED_SPLITS if s not in splits]
+    if missing_splits:
+        raise EvalsuiteError(f"task card {path}: field 'splits' must include {', '.join(missing_splits)}")
+    selection_metric = _field(raw, path, "selection_metric", str)
+    if selection_metric not in METRICS:
+        raise EvalsuiteError(
+            f"task card {path}: field 'selection_metric' must be one of {', '.join(METRICS)}, got '{selection_metric}'"
+        )
+    probes = _string_list(raw, path, "probes")
+    known = {"name", "kind", "reader", "classes", "splits", "selection_metric", "probes", "description", "data_root"}
+    return TaskCard(
+        name=name,
+        kind=kind,
+        reader=reader_name,
+        reader_args=reader_args,
+        classes=classes,
+        splits=splits,
+        selection_metric=selection_metric,
+        probes=probes,
+        path=path.resolve(),
+        sha256=sha256,
+        description=_field(raw, path, "description", str, required=False) or "",
+        data_root=_field(raw, path, "data_root", str, required=False),
+        extra={k: v for k, v in raw.items() if k not in known},
+    )

@@ -1,0 +1,50 @@
+"""Classification metrics, from scikit-learn, computed from class probabilities.
+
+Balanced accuracy (mean per-class recall) is the headline for imbalanced tile tasks, as in
+eva and Patho-Bench; macro F1 (THUNDER, nanopath), accuracy and macro one-vs-rest AUROC
+are reported beside it.
+"""
+
+import numpy as np
+from sklearn.metrics import accuracy_score, balanced_accuracy_score, f1_score, roc_auc_score
+
+
+def _balanced_accuracy(y_true, proba):
+    return balanced_accuracy_score(y_true, proba.argmax(axis=1))
+
+
+def _f1_macro(y_true, proba):
+    labels = np.arange(proba.shape[1])
+    return f1_score(y_true, proba.argmax(axis=1), labels=labels, average="macro", zero_division=0)
+
+
+def _accuracy(y_true, proba):
+    return accuracy_score(y_true, proba.argmax(axis=1))
+
+
+def _auroc_macro_ovr(y_true, proba):
+    """Mean one-vs-rest AUROC over the classes that have positives and negatives in y_true.
+
+    A split may lack a class entirely (small tasks); such a class has no defined AUROC and is
+    left out of the mean instead of failing the run.
+    """
+    per_class = []
+    for c in range(proba.shape[1]):
+        positives = y_true == c
+        if positives.any() and not positives.all():
+            per_class.append(roc_auc_score(positives, proba[:, c]))
+    return float(np.mean(per_class)) if per_class else float("nan")
+
+
+METRICS = {
+    "balanced_accuracy": _balanced_accuracy,
+    "f1_macro": _f1_macro,
+    "accuracy": _accuracy,
+    "auroc_macro_ovr": _auroc_macro_ovr,
+}
+
+
+def compute_metrics(y_true: np.ndarray, proba: np.ndarray) -> dict:
+    """All registered metrics for integer labels and an (N, C) probability matrix."""
+    y_true = np.asarray(y_true)
+    return {name: float(fn(y_true, proba)) for name, fn in METRICS.items()}

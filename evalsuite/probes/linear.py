@@ -1,0 +1,92 @@
+"""Linear probe: multinomial logistic regression over a grid of learning rate x weight decay.
+
+All heads of the grid are trained together in one pass over the data (each batch is read and
+upcast once, then fed to every head), as THUNDER does; the head with the best validation
+score on the card's selection metric is kept.
+"""
+
+import itertools
+
+import numpy as np
+import torch
+
+from evalsuite.batches import iter_float32_batches
+from evalsuite.metrics import METRICS
+from evalsuite.probes._validate import check_features_labels
+
+
+class LinearProbe:
+    def __init__(self, num_classes: int, lr=(1e-3,), weight_decay=(0.0,), epochs: int = 100, batch_size: int = 64,
+                 class_weight: str | None = "balanced", device: torch.device = torch.device("cpu"), seed: int = 0):
+        self.num_classes = num_classes
+        self.grid = list(itertools.product(_as_list(lr), _as_list(weight_decay)))
+        self.epochs = int(epochs)
+        self.batch_size = int(batch_size)
+        self.class_weight = class_weight
+        self.device = torch.device(device)
+        self.seed = seed
+
+    def fit(self, features, labels, val_features, val_labels, selection_metric: str = "balanced_accuracy"):
+        labels = check_features_labels(features, labels, self.num_classes, "linear probe train split")
+        val_labels = check_features_labels(val_features, val_labels, self.num_classes, "linear probe val split")
+        heads = self._train_heads(features, labels)
+        scores = [METRICS[selection_metric](val_labels, self._proba(head, val_features)) for head in heads]
+        best = int(np.argmax(scores))
+        self.head_ = heads[best]
+        lr, wd = self.grid[best]
+        self.selected_params_ = {"lr": lr, "weight_decay": wd, "val_" + selection_metric: float(scores[best])}
+        return self
+
+    def predict_proba(self, features) -> np.ndarray:
+        return self._proba(self.head_, features)
+
+    def _train_heads(self, features, labels):
+        generator = torch.Generator().manual_seed(self.seed)
+        dim = features.shape[1]
+        heads = torch.nn.ModuleList()
+        for _ in self.grid:
+            head = torch.nn.Linear(dim, self.num_classes)
+            _init_linear(head, generator)
+            heads.append(head)
+        heads.to(self.device)
+        optimizer = torch.optim.AdamW([
+            {"params": head.parameters(), "lr": lr, "weight_decay": wd} for head, (lr, wd) in zip(heads, self.grid)
+        ])
+        loss_fn = torch.nn.CrossEntropyLoss(weight=self._loss_weights(labels))
+        labels_on_device = torch.from_numpy(labels).to(self.device)
+        for _ in range(self.epochs):
+            order = torch.randperm(len(labels), generator=generator).numpy()
+            for batch_indices, batch in iter_float32_batches(features, order, self.batch_size, self.device):
+                target = labels_on_device[torch.from_numpy(batch_indices).to(self.device)]
+                loss = sum(loss_fn(head(batch), target) for head in heads)
+                optimizer.zero_grad(set_to_none=True)
+                loss.backward()
+                optimizer.step()
+        return list(heads.eval())
+
+    def _loss_weights(self, labels: np.ndarray):
+        if self.class_weight != "balanced":
+            return None
+        # As scikit-learn's class_weight="balanced": n_samples / (n_classes * count); absent classes weigh 0.
+        counts = np.bincount(labels, minlength=self.num_classes).astype(np.float64)
+        weights = np.where(counts > 0, len(labels) / (self.num_classes * np.maximum(counts, 1)), 0.0)
+        return torch.tensor(weights, dtype=torch.float32, device=self.device)
+
+    @torch.no_grad()
+    def _proba(self, head, features) -> np.ndarray:
+        out = np.empty((len(features), self.num_classes), dtype=np.float32)
+        order = np.arange(len(features))
+        for batch_indices, batch in iter_float32_batches(features, order, max(self.batch_size, 1024), self.device):
+            out[batch_indices] = torch.softmax(head(batch), dim=1).cpu().numpy()
+        return out
+
+
+def _init_linear(head: torch.nn.Linear, generator: torch.Generator) -> None:
+    bound = 1.0 / head.in_features ** 0.5
+    with torch.no_grad():
+        head.weight.copy_(torch.empty_like(head.weight).uniform_(-bound, bound, generator=generator))
+        head.bias.zero_()
+
+
+def _as_list(value) -> list:
+    return list(value) if isinstance(value, (list, tuple)) else [value]

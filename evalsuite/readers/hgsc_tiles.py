@@ -1,0 +1,108 @@
+"""The demo task: tiles of the hgsc_nest H&E crop labelled by their dominant nucleus type.
+
+Protocol (also in datasets/demo.yaml and the README):
+- the 1500x1500 crop is cut into non-overlapping `tile_size_px` tiles (60 px: 625 tiles);
+- a tile's label is the nucleus type covering most of its nucleus pixels; a tile whose
+  nucleus pixels are below `min_nucleus_fraction` of its area has no meaningful label and is
+  left out (not relabelled as a "background" class: the task is about nucleus types);
+- splits are spatially disjoint: the crop is divided into `block_size_px` blocks (300 px, a
+  5x5 grid) and whole blocks go to one split by a Latin-square pattern, so every split
+  samples every row and column of the crop and no pixel belongs to two splits.
+"""
+
+from pathlib import Path
+
+import numpy as np
+import torch
+from PIL import Image
+
+from evalsuite.errors import EvalsuiteError
+
+IMAGE_FILE = "hgsc_nest.jpg"
+TYPE_MASK_FILE = "hgsc_nest_type_mask.npz"
+MASK_KEY = "nuc_raster"
+# Block (row, col) goes to split SPLIT_OF_RESIDUE[(row + 2 * col) % 5]: a 5x5 Latin square.
+SPLIT_OF_RESIDUE = ("train", "train", "train", "val", "test")
+
+
+class TileDataset(torch.utils.data.Dataset):
+    def __init__(self, image: np.ndarray, origins: np.ndarray, labels: np.ndarray, tile_size_px: int, transform):
+        self.image = image
+        self.origins = origins
+        self.labels = labels
+        self.tile_size_px = tile_size_px
+        self.transform = transform
+
+    def __len__(self) -> int:
+        return len(self.labels)
+
+    def __getitem__(self, index: int):
+        row, col = self.origins[index]
+        size = self.tile_size_px
+        tile = Image.fromarray(self.image[row : row + size, col : col + size])
+        return self.transform(tile), int(self.labels[index])
+
+
+class HgscTileReader:
+    def __init__(self, card, data_root: Path, tile_size_px: int = 60, block_size_px: int = 300,
+                 min_nucleus_fraction: float = 0.02):
+        if block_size_px % tile_size_px:
+            raise EvalsuiteError(
+                f"task card {card.path}: reader.args.block_size_px ({block_size_px}) must be a multiple of tile_size_px ({tile_size_px})"
+            )
+        self.card = card
+        self.tile_size_px = tile_size_px
+        self.block_size_px = block_size_px
+        self.min_nucleus_fraction = min_nucleus_fraction
+        self.image = _read_image(data_root / IMAGE_FILE)
+        type_mask = _read_type_mask(data_root / TYPE_MASK_FILE, self.image.shape[:2], card.num_classes)
+        self.origins, self.labels, self.splits = self._tile(type_mask)
+
+    def _tile(self, type_mask: np.ndarray):
+        size, n_types = self.tile_size_px, self.card.num_classes
+        min_pixels = self.min_nucleus_fraction * size * size
+        origins, labels, splits = [], [], []
+        height, width = type_mask.shape
+        for row in range(0, height - size + 1, size):
+            for col in range(0, width - size + 1, size):
+                counts = np.bincount(type_mask[row : row + size, col : col + size].ravel(), minlength=n_types + 1)[1:]
+                if counts.sum() < min_pixels:
+                    continue
+                origins.append((row, col))
+                labels.append(int(counts.argmax()))
+                residue = (row // self.block_size_px + 2 * (col // self.block_size_px)) % len(SPLIT_OF_RESIDUE)
+                splits.append(SPLIT_OF_RESIDUE[residue])
+        return np.array(origins, dtype=np.int64), np.array(labels, dtype=np.int64), np.array(splits)
+
+    def dataset(self, split: str, transform) -> TileDataset:
+        chosen = self.splits == split
+        return TileDataset(self.image, self.origins[chosen], self.labels[chosen], self.tile_size_px, transform)
+
+
+def _read_image(path: Path) -> np.ndarray:
+    if not path.is_file():
+        raise EvalsuiteError(f"missing data file {path}; point --data-root at the folder holding {IMAGE_FILE}")
+    try:
+        with Image.open(path) as image:
+            return np.asarray(image.convert("RGB"))
+    except OSError as exc:
+        raise EvalsuiteError(f"cannot read image {path} ({exc}); replace it with a valid RGB image") from None
+
+
+def _read_type_mask(path: Path, image_shape: tuple, n_types: int) -> np.ndarray:
+    if not path.is_file():
+        raise EvalsuiteError(f"missing data file {path}; point --data-root at the folder holding {TYPE_MASK_FILE}")
+    try:
+        with np.load(path) as archive:
+            if MASK_KEY not in archive:
+                raise EvalsuiteError(f"type mask {path} has no array '{MASK_KEY}'; found {', '.join(archive.files)}")
+            mask = archive[MASK_KEY]
+    except (OSError, ValueError) as exc:
+        raise EvalsuiteError(f"cannot read type mask {path} ({exc}); replace it with a valid .npz") from None
+    if mask.shape != tuple(image_shape):
+        raise EvalsuiteError(f"type mask {path} has shape {mask.shape} but the image is {tuple(image_shape)}")
+    if mask.min() < 0 or mask.max() > n_types:
+        raise EvalsuiteError(
+            f"type mask {path} has type ids {mask.min()}..{mask.max()}; the card allows 0 (background) to {n_types}"
+        )
+    return mask.astype(np.int64, copy=False)

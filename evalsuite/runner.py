@@ -1,0 +1,141 @@
+"""One evaluation run: card -> reader -> frozen backbone -> float16 cache -> probes -> results.
+
+Nothing is written to the leaderboard until every probe has produced its metrics, so a
+failed run leaves the leaderboard as it was.
+"""
+
+import datetime as dt
+import json
+import sys
+import time
+import uuid
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+from evalsuite.backbones import build_backbone
+from evalsuite.cache import FeatureCache, cache_key
+from evalsuite.cards import load_card
+from evalsuite.devices import resolve_device
+from evalsuite.errors import EvalsuiteError
+from evalsuite.extract import extract_features
+from evalsuite.leaderboard import LEADERBOARD_FILE, append_rows
+from evalsuite.metrics import compute_metrics
+from evalsuite.probes import PROBES
+from evalsuite.readers import build_reader, resolve_data_root
+from evalsuite.recipes import load_recipe
+from evalsuite.results import library_versions, write_run_json
+from evalsuite.transforms import build_transform, describe_transform
+
+FEATURE_SPEC = "pooled"  # the backbone's pooled embedding (timm num_classes=0 output)
+
+
+@dataclass
+class RunConfig:
+    task: str
+    model: str = "efficientnet_lite0_imagenet"
+    weights: str | None = None
+    random_init: bool = False
+    probes: list = field(default_factory=list)  # empty: the card's default probes
+    out_dir: Path = Path("evalsuite_out")
+    seed: int = 0
+    device: str = "auto"
+    batch_size: int = 64
+    num_workers: int = 2
+    autocast: bool = True
+    data_root: str | None = None
+
+
+def run(config: RunConfig) -> dict:
+    started = time.perf_counter()
+    card = load_card(config.task)
+    if card.kind != "classification":
+        raise EvalsuiteError(f"task '{card.name}' is a {card.kind} task; this version runs classification probes only")
+    recipes = [load_recipe(name) for name in (config.probes or card.probes)]
+    reader = build_reader(card, config.data_root)
+    device = resolve_device(config.device)
+    backbone = build_backbone(config.model, config.weights, config.random_init)
+    timings = {"setup_s": time.perf_counter() - started}
+
+    split_data, extracted = _cached_splits(config, card, reader, backbone, device)
+    timings["features_s"] = time.perf_counter() - started - timings["setup_s"]
+
+    probe_results = [_run_probe(recipe, card, split_data, device, config.seed) for recipe in recipes]
+    timings["probes_s"] = time.perf_counter() - started - timings["setup_s"] - timings["features_s"]
+    record = _record(config, card, backbone, recipes, probe_results, extracted, timings, device)
+    record["results_path"] = str(write_run_json(config.out_dir, record))
+    append_rows(Path(config.out_dir) / LEADERBOARD_FILE, _leaderboard_rows(record, split_data))
+    return record
+
+
+def _cached_splits(config, card, reader, backbone, device):
+    cache = FeatureCache(Path(config.out_dir) / "cache")
+    transform = build_transform(backbone.data_config)
+    split_data, extracted = {}, {}
+    for split in ("train", "val", "test"):
+        fields = {
+            "model": backbone.name, "weights_id": backbone.weights_id,
+            "transform": describe_transform(backbone.data_config), "card": card.name, "card_sha256": card.sha256,
+            "data_root": str(resolve_data_root(card, config.data_root).resolve()), "split": split,
+            "feature": FEATURE_SPEC, "dtype": "float16", "autocast_bf16": config.autocast,
+        }
+        key = cache_key(fields)
+        cached = cache.load(key)
+        extracted[split] = 0
+        if cached is None:
+            dataset = reader.dataset(split, transform)
+            if len(dataset) == 0:
+                raise EvalsuiteError(f"task card {card.path}: split '{split}' has no samples")
+            features, extracted[split] = extract_features(
+                backbone, dataset, device, config.batch_size, config.num_workers, config.autocast,
+                description=f"{card.name}/{split}")
+            cache.save(key, features, dataset.labels, {"key": key, "fields": fields})
+            cached = cache.load(key)
+        split_data[split] = cached
+    return split_data, extracted
+
+
+def _run_probe(recipe, card, split_data, device, seed: int) -> dict:
+    started = time.perf_counter()
+    probe = PROBES[recipe.probe](num_classes=card.num_classes, device=device, seed=seed, **recipe.params)
+    (train_x, train_y), (val_x, val_y) = split_data["train"], split_data["val"]
+    probe.fit(train_x, train_y, val_x, val_y, selection_metric=card.selection_metric)
+    metrics = {split: compute_metrics(labels, probe.predict_proba(features))
+               for split, (features, labels) in split_data.items()}
+    return {"probe": recipe.name, "recipe": recipe.params, "selected_params": probe.selected_params_,
+            "metrics": metrics, "fit_s": time.perf_counter() - started}
+
+
+def _record(config, card, backbone, recipes, probe_results, extracted, timings, device) -> dict:
+    now = dt.datetime.now(dt.timezone.utc)
+    return {
+        "run_id": f"{now:%Y%m%dT%H%M%SZ}-{uuid.uuid4().hex[:8]}",
+        "timestamp_utc": now.isoformat(timespec="seconds"),
+        "command": sys.argv,
+        "config": {k: str(v) if isinstance(v, Path) else v for k, v in asdict(config).items()},
+        "task": {"name": card.name, "path": str(card.path), "sha256": card.sha256,
+                 "selection_metric": card.selection_metric, "classes": card.classes},
+        "model": {"name": backbone.label, "architecture_name": backbone.name, "weights_id": backbone.weights_id, "embed_dim": backbone.embed_dim,
+                  "data_config": describe_transform(backbone.data_config)},
+        "device": str(device),
+        "seed": config.seed,
+        "samples_extracted": extracted,
+        "probes": probe_results,
+        "timings_s": timings,
+        "versions": library_versions(),
+    }
+
+
+def _leaderboard_rows(record: dict, split_data: dict) -> list[dict]:
+    rows = []
+    for result in record["probes"]:
+        for split, metrics in result["metrics"].items():
+            for metric, value in metrics.items():
+                rows.append({
+                    "run_id": record["run_id"], "timestamp_utc": record["timestamp_utc"],
+                    "task": record["task"]["name"], "model": record["model"]["name"],
+                    "weights_id": record["model"]["weights_id"], "probe": result["probe"],
+                    "selected_params": json.dumps(result["selected_params"], sort_keys=True),
+                    "split": split, "metric": metric, "value": f"{value:.6f}", "seed": record["seed"],
+                    "n_samples": len(split_data[split][1]),
+                })
+    return rows
