@@ -1,0 +1,5 @@
+"""One module per CLI command; each adds its sub-parser and sets `handler`."""
+
+from evalsuite.commands import leaderboard, listing, run
+
+COMMAND_MODULES = [run, listing, leaderboard]

@@ -1,0 +1,3 @@
+"""Defaults shared by several commands."""
+
+DEFAULT_OUT = "evalsuite_out"
