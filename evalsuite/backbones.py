@@ -28,6 +28,10 @@ class Backbone:
     weights_id: str
     label: str  # what the leaderboard's model column shows: the name, plus how the weights differ
 
+    def pooled_features(self, images):
+        """[batch, embed_dim] embedding for classification probes (timm's own pooling, head removed)."""
+        return self.model(images)
+
 
 def build_backbone(name: str, weights: str | None = None, random_init: bool = False) -> Backbone:
     if weights and random_init:

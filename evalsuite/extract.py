@@ -18,7 +18,7 @@ FLOAT16_MAX = float(np.finfo(np.float16).max)
 def extract_features(backbone, dataset, device: torch.device, batch_size: int = 64, num_workers: int = 2,
                      use_autocast: bool = True, description: str = "extract"):
     """Return (features float16 [N, D], number of samples passed through the backbone)."""
-    model = backbone.model.to(device)
+    backbone.model.to(device)
     features = np.empty((len(dataset), backbone.embed_dim), dtype=CACHE_DTYPE)
     loader = torch.utils.data.DataLoader(dataset, batch_size=batch_size, shuffle=False,
                                          **loader_kwargs(device, num_workers))
@@ -26,7 +26,7 @@ def extract_features(backbone, dataset, device: torch.device, batch_size: int = 
     with torch.inference_mode(), tqdm(total=len(dataset), desc=description, unit="img", leave=False) as bar:
         for images, _ in loader:
             with autocast_context(device, use_autocast):
-                output = model(images.to(device, non_blocking=True))
+                output = backbone.pooled_features(images.to(device, non_blocking=True))
             rows = _checked_rows(output.float(), backbone.embed_dim, forwarded, description)
             features[forwarded : forwarded + len(rows)] = rows.to(torch.float16).cpu().numpy()
             forwarded += len(rows)

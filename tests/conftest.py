@@ -1,0 +1,42 @@
+"""Shared test helpers: run the CLI as users do, in a subprocess, and read its outputs."""
+
+import csv
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def run_cli(*args, cwd=None, env=None, timeout=600) -> subprocess.CompletedProcess:
+    """`python -m evalsuite ARGS` with the test's interpreter; returns the completed process."""
+    full_env = {**os.environ, "PYTHONUNBUFFERED": "1", **(env or {})}
+    return subprocess.run([sys.executable, "-m", "evalsuite", *map(str, args)], cwd=cwd, env=full_env,
+                          capture_output=True, text=True, timeout=timeout)
+
+
+def leaderboard_rows(out_dir: Path) -> list[dict]:
+    path = Path(out_dir) / "leaderboard.csv"
+    if not path.exists():
+        return []
+    with open(path, newline="") as handle:
+        return list(csv.DictReader(handle))
+
+
+def assert_one_line_error(result: subprocess.CompletedProcess, *fragments: str) -> None:
+    """A user error: non-zero exit, a single `evalsuite: error:` line on stderr naming what is wrong."""
+    assert result.returncode != 0, result.stdout
+    lines = [line for line in result.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1, result.stderr
+    assert lines[0].startswith("evalsuite: error:"), lines[0]
+    assert "Traceback" not in result.stderr
+    for fragment in fragments:
+        assert fragment in lines[0], lines[0]
+
+
+@pytest.fixture
+def cli():
+    return run_cli
