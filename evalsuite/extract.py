@@ -4,6 +4,8 @@ Rows are written into an array allocated once for the whole split: collecting pe
 tensors and concatenating them would hold two copies of the cache at the peak.
 """
 
+import sys
+
 import numpy as np
 import torch
 from tqdm import tqdm
@@ -23,7 +25,8 @@ def extract_features(backbone, dataset, device: torch.device, batch_size: int = 
     loader = torch.utils.data.DataLoader(dataset, batch_size=batch_size, shuffle=False,
                                          **loader_kwargs(device, num_workers))
     forwarded = 0
-    with torch.inference_mode(), tqdm(total=len(dataset), desc=description, unit="img", leave=False) as bar:
+    with torch.inference_mode(), tqdm(total=len(dataset), desc=description, unit="img", leave=False,
+                                      mininterval=_progress_interval_s()) as bar:
         for images, _ in loader:
             with autocast_context(device, use_autocast):
                 output = backbone.pooled_features(images.to(device, non_blocking=True))
@@ -32,6 +35,11 @@ def extract_features(backbone, dataset, device: torch.device, batch_size: int = 
             forwarded += len(rows)
             bar.update(len(rows))
     return features, forwarded
+
+
+def _progress_interval_s() -> float:
+    # Slurm job logs are not terminals: redraw rarely there instead of flooding the log.
+    return 0.1 if sys.stderr.isatty() else 10.0
 
 
 def _checked_rows(rows: torch.Tensor, embed_dim: int, offset: int, description: str) -> torch.Tensor:

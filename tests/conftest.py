@@ -2,6 +2,7 @@
 
 import csv
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -9,6 +10,7 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parents[1]
+_PROGRESS = re.compile(r"\|\s*\d+/\d+ \[")  # a tqdm progress-bar redraw
 
 
 def run_cli(*args, cwd=None, env=None, timeout=600) -> subprocess.CompletedProcess:
@@ -29,7 +31,7 @@ def leaderboard_rows(out_dir: Path) -> list[dict]:
 def assert_one_line_error(result: subprocess.CompletedProcess, *fragments: str) -> None:
     """A user error: non-zero exit, a single `evalsuite: error:` line on stderr naming what is wrong."""
     assert result.returncode != 0, result.stdout
-    lines = [line for line in result.stderr.splitlines() if line.strip()]
+    lines = [line for line in result.stderr.splitlines() if line.strip() and not _PROGRESS.search(line)]
     assert len(lines) == 1, result.stderr
     assert lines[0].startswith("evalsuite: error:"), lines[0]
     assert "Traceback" not in result.stderr
