@@ -43,6 +43,7 @@ class RunConfig:
     num_workers: int = 2
     autocast: bool = True
     data_root: str | None = None
+    check_counts: bool = True
 
 
 def run(config: RunConfig) -> dict:
@@ -51,7 +52,7 @@ def run(config: RunConfig) -> dict:
     if card.kind != "classification":
         raise EvalsuiteError(f"task '{card.name}' is a {card.kind} task; this version runs classification probes only")
     recipes = [load_recipe(name) for name in (config.probes or card.probes)]
-    reader = build_reader(card, config.data_root)
+    reader = build_reader(card, config.data_root, config.check_counts)
     device = resolve_device(config.device)
     backbone = build_backbone(config.model, config.weights, config.random_init)
     timings = {"setup_s": time.perf_counter() - started}

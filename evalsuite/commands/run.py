@@ -19,6 +19,8 @@ def add_parser(commands, common) -> None:
     run.add_argument("--probes", help="comma-separated probe recipes (default: the card's probes)")
     run.add_argument("--out", default=DEFAULT_OUT, help=f"output folder (default ./{DEFAULT_OUT})")
     run.add_argument("--data-root", help="folder holding the task's data (overrides the card)")
+    run.add_argument("--no-count-check", action="store_true",
+                     help="do not compare split sizes with the dataset's official counts (for subsets)")
     run.add_argument("--seed", type=int, default=0, help="probe seed (default 0)")
     run.add_argument("--device", default="auto", help="auto, cpu, cuda or cuda:N (default auto)")
     run.add_argument("--batch-size", type=int, default=64, help="extraction batch size (default 64)")
@@ -39,6 +41,7 @@ def main(args) -> None:
         probes=[p.strip() for p in args.probes.split(",") if p.strip()] if args.probes else [],
         out_dir=Path(args.out), seed=args.seed, device=args.device, batch_size=args.batch_size,
         num_workers=args.num_workers, autocast=not args.no_autocast, data_root=args.data_root,
+        check_counts=not args.no_count_check,
     )
     record = run(config)
     header = ["probe", "split", "balanced_accuracy", "f1_macro", "accuracy", "auroc_macro_ovr"]

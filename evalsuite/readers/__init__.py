@@ -1,8 +1,12 @@
 """Dataset readers, registered by the name a task card gives in `reader.name`.
 
-A reader turns a card plus a data directory into one torch Dataset per split. Each item is
-`(image_tensor, label)`; each dataset exposes `labels` (int64 numpy array) so probes and
-metrics never iterate over images to get them.
+A reader is a class built as `Reader(card, data_root, check_counts=True, **card.reader.args)`
+and turns a card plus a data directory into one torch Dataset per split through
+`reader.dataset(split, transform)`. Each item is `(transform(PIL image), label)`; each dataset
+exposes `labels` (int64 numpy array) so probes and metrics never iterate over images to get
+them. `check_counts` compares split sizes with the official ones where a dataset has them
+(`--no-count-check` turns it off for subsets). Missing files or a wrong layout raise
+EvalsuiteError naming the expected path pattern.
 """
 
 from pathlib import Path
@@ -28,9 +32,10 @@ def resolve_data_root(card, data_root: str | None) -> Path:
     return Path(root).expanduser()
 
 
-def build_reader(card, data_root: str | None = None):
+def build_reader(card, data_root: str | None = None, check_counts: bool = True):
     if card.reader not in READERS:
         raise EvalsuiteError(
             f"task card {card.path}: unknown reader '{card.reader}'; known readers: {', '.join(READERS)}"
         )
-    return READERS[card.reader](card, resolve_data_root(card, data_root), **card.reader_args)
+    return READERS[card.reader](card, resolve_data_root(card, data_root), check_counts=check_counts,
+                                **card.reader_args)

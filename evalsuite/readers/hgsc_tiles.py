@@ -45,7 +45,8 @@ class TileDataset(torch.utils.data.Dataset):
 
 class HgscTileReader:
     def __init__(self, card, data_root: Path, tile_size_px: int = 60, block_size_px: int = 300,
-                 min_nucleus_fraction: float = 0.02):
+                 min_nucleus_fraction: float = 0.02, check_counts: bool = True):
+        # check_counts: no official split sizes exist for this crop; accepted for a uniform interface.
         if block_size_px % tile_size_px:
             raise EvalsuiteError(
                 f"task card {card.path}: reader.args.block_size_px ({block_size_px}) must be a multiple of tile_size_px ({tile_size_px})"
