@@ -138,5 +138,6 @@ def _leaderboard_rows(record: dict, split_data: dict) -> list[dict]:
                     "selected_params": json.dumps(result["selected_params"], sort_keys=True),
                     "split": split, "metric": metric, "value": f"{value:.6f}", "seed": record["seed"],
                     "n_samples": len(split_data[split][1]),
+                    "headline_metric": record["task"]["selection_metric"],
                 })
     return rows

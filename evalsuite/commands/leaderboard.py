@@ -1,21 +1,45 @@
-"""`evalsuite leaderboard`: the model x task table from the long leaderboard CSV."""
+"""`evalsuite leaderboard`: the wide model x task table (ranks, mean over tasks) from the long CSV."""
 
+import sys
 from pathlib import Path
 
 from evalsuite.commands._common import DEFAULT_OUT
 
+FORMATS = ("table", "csv", "markdown")
+
 
 def add_parser(commands, common) -> None:
-    board = commands.add_parser("leaderboard", parents=[common], help="print the model x task table")
-    board.add_argument("--out", default=DEFAULT_OUT, help=f"output folder (default ./{DEFAULT_OUT})")
-    board.add_argument("--metric", default="balanced_accuracy", help="metric to show (default balanced_accuracy)")
-    board.add_argument("--split", default="test", help="split to show (default test)")
+    board = commands.add_parser("leaderboard", parents=[common], help="the model x task table, ranks and a heatmap")
+    board.add_argument("--out", default=DEFAULT_OUT, help=f"folder holding leaderboard.csv (default ./{DEFAULT_OUT})")
+    board.add_argument("--metric", help="metric for every task (default: each task's headline, its card's selection_metric)")
+    board.add_argument("--split", default="test", help="split to report (default test); probes are chosen on val")
+    board.add_argument("--format", choices=FORMATS, default="table", help="stdout format (default table)")
+    board.add_argument("--plot", metavar="FILE.png", help="also save a heatmap of the table")
+    for name in ("task", "model", "probe"):
+        board.add_argument(f"--{name}", action="append", default=[], metavar="NAME[,NAME]",
+                           help=f"only these {name}s (repeat or comma-separate)")
     board.set_defaults(handler=main)
 
 
 def main(args) -> None:
-    from evalsuite.leaderboard import LEADERBOARD_FILE, format_table, read_rows, summary_table
+    from evalsuite.leaderboard import LEADERBOARD_FILE, read_rows
+    from evalsuite.leaderboard_views import markdown_table, text_table, wide_csv_text, write_wide_csv
+    from evalsuite.leaderboard_wide import Filters, build_wide_table
 
-    header, body = summary_table(read_rows(Path(args.out) / LEADERBOARD_FILE), args.metric, args.split)
-    print(f"{args.metric} on {args.split} (mean over seeds; latest run per model/task/probe/seed)")
-    print(format_table(header, body))
+    source = Path(args.out) / LEADERBOARD_FILE
+    filters = Filters(tasks=_names(args.task), models=_names(args.model), probes=_names(args.probe))
+    table = build_wide_table(read_rows(source), args.split, args.metric, filters, source=str(source))
+    render = {"table": text_table, "csv": wide_csv_text, "markdown": markdown_table}[args.format]
+    print(render(table).rstrip("\n"))
+    # Notes and file paths go to stderr so `--format csv > file` stays pure CSV.
+    for note in table.notes:
+        print(f"note: {note}", file=sys.stderr)
+    print(f"wide table: {write_wide_csv(table, args.out)}", file=sys.stderr)
+    if args.plot:
+        from evalsuite.heatmap import save_heatmap
+
+        print(f"heatmap: {save_heatmap(table, Path(args.plot))}", file=sys.stderr)
+
+
+def _names(values: list[str]) -> tuple:
+    return tuple(name.strip() for value in values for name in value.split(",") if name.strip())

@@ -1,0 +1,93 @@
+"""The wide leaderboard as a heatmap PNG: models (best rank sum on top) x tasks, each cell annotated.
+
+matplotlib is imported inside the function so `evalsuite run` never pays for it, and a bare
+Figure renders through the Agg canvas without pyplot, so no GUI backend or global state is touched.
+"""
+
+import math
+from pathlib import Path
+
+from evalsuite.errors import EvalsuiteError
+from evalsuite.leaderboard_wide import WideTable
+
+
+def save_heatmap(table: WideTable, path: Path) -> Path:
+    from matplotlib.figure import Figure
+
+    means = [[_mean(row.cells.get(task)) for task in table.tasks] for row in table.rows]
+    figure = Figure(figsize=_figure_size(table), layout="constrained")
+    axes = figure.add_subplot()
+    image = axes.imshow(means, cmap=_colormap(), aspect="auto", **_colour_range(means))
+    _annotate(axes, image, table)
+    _label_axes(axes, table)
+    figure.colorbar(image, ax=axes, shrink=0.8).set_label(_metric_label(table))
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        figure.savefig(path, dpi=150)
+    except ValueError as exc:  # an extension matplotlib cannot write
+        raise EvalsuiteError(f"cannot write the heatmap {path}: {exc}; use a .png name") from None
+    return path
+
+
+def _mean(cell) -> float:
+    return math.nan if cell is None else cell.mean
+
+
+def _figure_size(table: WideTable) -> tuple:
+    longest_model = max(len(row.model) for row in table.rows)
+    return 2.5 + 0.07 * longest_model + 1.5 * len(table.tasks), 1.3 + 0.55 * len(table.rows)
+
+
+def _colormap():
+    import matplotlib
+
+    colormap = matplotlib.colormaps["viridis"].copy()
+    colormap.set_bad("lightgrey")  # a task the model has no result for
+    return colormap
+
+
+def _colour_range(means: list) -> dict:
+    """Span the observed scores so close models still differ in colour (a fixed 0..1 would flatten them)."""
+    values = [v for line in means for v in line if not math.isnan(v)]
+    if not values:
+        return {}
+    low, high = min(values), max(values)
+    margin = 0.05 if high - low < 1e-9 else 0.0
+    return {"vmin": low - margin, "vmax": high + margin}
+
+
+def _annotate(axes, image, table: WideTable) -> None:
+    for y, row in enumerate(table.rows):
+        for x, task in enumerate(table.tasks):
+            cell = row.cells.get(task)
+            if cell is None:
+                axes.text(x, y, "no result", ha="center", va="center", fontsize=8, color="dimgrey")
+                continue
+            spread = "" if cell.std is None else f" ± {cell.std:.3f}"
+            text = f"{cell.mean:.3f}{spread}\n{cell.probe}, n={len(cell.seeds)}, #{cell.rank:g}"
+            axes.text(x, y, text, ha="center", va="center", fontsize=8, color=_text_colour(image, cell.mean))
+
+
+def _text_colour(image, value: float) -> str:
+    """Black on light cells, white on dark ones (perceived luminance of the cell colour)."""
+    red, green, blue, _ = image.cmap(image.norm(value))
+    return "black" if 0.299 * red + 0.587 * green + 0.114 * blue > 0.5 else "white"
+
+
+def _label_axes(axes, table: WideTable) -> None:
+    axes.set_xticks(range(len(table.tasks)), [f"{t}\n({table.metrics[t]})" for t in table.tasks], fontsize=9)
+    axes.set_yticks(range(len(table.rows)), [_row_label(r, len(table.tasks)) for r in table.rows], fontsize=9)
+    axes.xaxis.tick_top()
+    axes.set_title(f"{table.split} split: mean ± std over seeds  (probe, seeds, rank per task)", fontsize=10)
+
+
+def _row_label(row, n_tasks: int) -> str:
+    if row.rank_sum is None:  # no rank sum: it would not be comparable with the complete rows
+        return f"{row.model}  [{len(row.cells)}/{n_tasks} tasks]"
+    return f"{row.model}  [rank sum {row.rank_sum:g}]"
+
+
+def _metric_label(table: WideTable) -> str:
+    metrics = sorted(set(table.metrics.values()))
+    return metrics[0] if len(metrics) == 1 else "score (metric under each task)"

@@ -1,0 +1,85 @@
+"""Renderings of a WideTable: `leaderboard_wide.csv` (numbers, for pandas), a text table and Markdown (for people)."""
+
+import csv
+import io
+import os
+from collections import defaultdict
+from pathlib import Path
+
+from evalsuite.leaderboard import format_table
+from evalsuite.leaderboard_wide import Cell, WideTable
+
+WIDE_FILE = "leaderboard_wide.csv"
+# Per task, in this order after the task's mean column (named after the task itself).
+TASK_FIELDS = ("std", "n_seeds", "rank", "probe", "metric")
+
+
+def wide_csv_text(table: WideTable) -> str:
+    header = ["model", "split", "rank_sum", "mean_over_tasks", "n_tasks"]
+    header += [name for task in table.tasks for name in [task] + [f"{task}_{f}" for f in TASK_FIELDS]]
+    buffer = io.StringIO()
+    writer = csv.writer(buffer, lineterminator="\n")
+    writer.writerow(header + ["weights_id"])
+    for row in table.rows:
+        fields = [row.model, table.split, _number(row.rank_sum, "g"), _number(row.mean_over_tasks), len(row.cells)]
+        for task in table.tasks:
+            fields += _cell_fields(row.cells.get(task), table.metrics[task])
+        writer.writerow(fields + [";".join(row.weights_ids)])
+    return buffer.getvalue()
+
+
+def _cell_fields(cell: Cell | None, metric: str) -> list:
+    if cell is None:
+        return ["", "", "", "", "", metric]
+    return [_number(cell.mean), _number(cell.std), len(cell.seeds), _number(cell.rank, "g"), cell.probe, metric]
+
+
+def _number(value: float | None, spec: str = ".6f") -> str:
+    return "" if value is None else format(value, spec)
+
+
+def write_wide_csv(table: WideTable, out_dir: Path) -> Path:
+    """Written next to leaderboard.csv via a rename, so a concurrent reader never sees half a file."""
+    path = Path(out_dir) / WIDE_FILE
+    staging = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    staging.write_text(wide_csv_text(table))
+    os.replace(staging, path)
+    return path
+
+
+def text_table(table: WideTable) -> str:
+    return "\n".join(_legend(table) + [format_table(*_display_rows(table))])
+
+
+def markdown_table(table: WideTable) -> str:
+    header, body = _display_rows(table)
+    lines = [_markdown_line(header), "|" + "|".join(" --- " for _ in header) + "|"]
+    lines += [_markdown_line(row) for row in body]
+    return "\n".join([f"_{line}_" for line in _legend(table)] + [""] + lines)
+
+
+def _markdown_line(cells: list) -> str:
+    return "| " + " | ".join(str(c).replace("|", "\\|") for c in cells) + " |"
+
+
+def _legend(table: WideTable) -> list[str]:
+    tasks_by_metric = defaultdict(list)
+    for task in table.tasks:
+        tasks_by_metric[table.metrics[task]].append(task)
+    metrics = "; ".join(f"{metric} ({', '.join(tasks)})" for metric, tasks in tasks_by_metric.items())
+    return [f"{table.split} split, {metrics}",
+            "cell: mean ± sample std over seeds [probe chosen on val, seeds, rank]; latest run per model/task/probe/seed"]
+
+
+def _display_rows(table: WideTable) -> tuple[list, list]:
+    header = ["model", "rank_sum", "mean_over_tasks"] + table.tasks
+    body = [[row.model, _number(row.rank_sum, "g") or "-", _number(row.mean_over_tasks, ".4f") or "-"]
+            + [_cell_text(row.cells.get(task)) for task in table.tasks] for row in table.rows]
+    return header, body
+
+
+def _cell_text(cell: Cell | None) -> str:
+    if cell is None:
+        return "-"
+    spread = "" if cell.std is None else f" ± {cell.std:.4f}"
+    return f"{cell.mean:.4f}{spread} [{cell.probe}, {len(cell.seeds)}, #{cell.rank:g}]"

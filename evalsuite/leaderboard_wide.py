@@ -1,0 +1,196 @@
+"""The wide leaderboard: one row per model, one cell per task, ranks and their sum.
+
+Built from the long CSV's rows (evalsuite.leaderboard.read_rows) in four steps:
+1. keep the rows the filters ask for;
+2. keep, for each (model, task, probe, seed), only the latest run (re-runs replace older runs);
+3. per (model, task), pick the probe with the best mean val score (never look at test to choose),
+   and summarise its seeds on the requested split as mean and sample std;
+4. rank models per task (1 = best, ties share the average rank) and sum the ranks.
+"""
+
+import dataclasses
+import math
+import statistics
+from collections import defaultdict
+from dataclasses import dataclass, field
+
+from evalsuite.errors import EvalsuiteError
+
+SELECTION_SPLIT = "val"
+# Stored values have 6 decimals; rounding means to that before ranking keeps float noise
+# (the same seeds summed in another order) from breaking a tie.
+RANK_DECIMALS = 6
+
+
+@dataclass(frozen=True)
+class Cell:
+    mean: float
+    std: float | None  # sample std over seeds (n - 1); None with a single seed
+    seeds: tuple
+    probe: str
+    rank: float = math.nan
+
+
+@dataclass
+class ModelRow:
+    model: str
+    cells: dict  # task -> Cell
+    mean_over_tasks: float | None = None  # only when the model has every task (else not comparable)
+    rank_sum: float | None = None
+    weights_ids: tuple = ()  # more than one: the model's cells come from different weights
+
+
+@dataclass
+class WideTable:
+    split: str
+    tasks: list
+    metrics: dict  # task -> the metric shown for it
+    rows: list  # ModelRow, best rank sum first
+    notes: list = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class Filters:
+    tasks: tuple = ()
+    models: tuple = ()
+    probes: tuple = ()
+
+
+def build_wide_table(rows: list[dict], split: str = "test", metric: str | None = None,
+                     filters: Filters = Filters(), source: str = "the leaderboard") -> WideTable:
+    rows = _latest_runs(_filtered(rows, filters, source))
+    metrics = _metric_per_task(rows, metric, source)
+    _check_known(split, {r["split"] for r in rows}, "split", source)
+    scores = _scores(rows, metrics)
+    cells = {key: _cell(scores, key, split, source) for key in {(m, t) for m, t, _, _ in scores}}
+    tasks = sorted(metrics)
+    table_rows = _ranked_rows(cells, tasks)
+    weights = _weights_by_model(rows)
+    for table_row in table_rows:
+        table_row.weights_ids = weights[table_row.model]
+    return WideTable(split=split, tasks=tasks, metrics=metrics, rows=table_rows, notes=_mixed_weights_notes(table_rows))
+
+
+def _filtered(rows: list[dict], filters: Filters, source: str) -> list[dict]:
+    for column, wanted in (("task", filters.tasks), ("model", filters.models), ("probe", filters.probes)):
+        for name in wanted:
+            _check_known(name, {r[column] for r in rows}, column, source)
+        if wanted:
+            rows = [r for r in rows if r[column] in wanted]
+    if not rows:
+        raise EvalsuiteError(f"no rows in {source} match all of --task, --model and --probe; loosen a filter")
+    return rows
+
+
+def _check_known(name: str, known: set, column: str, source: str) -> None:
+    if name not in known:
+        raise EvalsuiteError(f"unknown {column} '{name}' in {source}; it has: {', '.join(sorted(known))}")
+
+
+def _latest_runs(rows: list[dict]) -> list[dict]:
+    """Only the rows of the latest run per (model, task, probe, seed); later in the file wins a timestamp tie."""
+    latest = {}
+    for row in rows:
+        ident = (row["model"], row["task"], row["probe"], row["seed"])
+        if ident not in latest or row["timestamp_utc"] >= latest[ident]["timestamp_utc"]:
+            latest[ident] = row
+    return [r for r in rows if latest[(r["model"], r["task"], r["probe"], r["seed"])]["run_id"] == r["run_id"]]
+
+
+def _metric_per_task(rows: list[dict], metric: str | None, source: str) -> dict:
+    if metric is not None:
+        _check_known(metric, {r["metric"] for r in rows}, "metric", source)
+        return {r["task"]: metric for r in rows}
+    headlines = defaultdict(set)
+    for row in rows:
+        headlines[row["task"]].add(row["headline_metric"])
+    for task, names in headlines.items():
+        if len(names) > 1:
+            raise EvalsuiteError(f"task '{task}' has runs with different headline metrics ({', '.join(sorted(names))}) "
+                                 f"in {source}, so its card changed; pass --metric to pick one")
+    return {task: names.pop() for task, names in headlines.items()}
+
+
+def _scores(rows: list[dict], metrics: dict) -> dict:
+    """(model, task, probe, split) -> {seed: value} for each task's metric."""
+    scores = defaultdict(dict)
+    for row in rows:
+        if row["metric"] == metrics[row["task"]]:
+            scores[(row["model"], row["task"], row["probe"], row["split"])][row["seed"]] = row["value"]
+    return scores
+
+
+def _cell(scores: dict, key: tuple, split: str, source: str) -> Cell | None:
+    model, task = key
+    probes = sorted({p for m, t, p, s in scores if (m, t, s) == (model, task, split)})
+    if not probes:
+        return None
+    probe = probes[0] if len(probes) == 1 else _probe_chosen_on_val(scores, model, task, probes, source)
+    values = scores[(model, task, probe, split)]
+    seeds = tuple(sorted(values))
+    numbers = [values[s] for s in seeds]
+    std = statistics.stdev(numbers) if len(numbers) > 1 else None
+    return Cell(mean=statistics.fmean(numbers), std=std, seeds=seeds, probe=probe)
+
+
+def _probe_chosen_on_val(scores: dict, model: str, task: str, probes: list, source: str) -> str:
+    val_means = {p: statistics.fmean(scores[(model, task, p, SELECTION_SPLIT)].values())
+                 for p in probes if (model, task, p, SELECTION_SPLIT) in scores}
+    if not val_means:
+        raise EvalsuiteError(f"model '{model}' on task '{task}' has probes {', '.join(probes)} but no val rows in "
+                             f"{source} to choose between them; pass --probe NAME")
+    # Best val mean; alphabetical order settles an exact tie so the choice is stable.
+    return min(val_means, key=lambda p: (-val_means[p], p))
+
+
+def _ranked_rows(cells: dict, tasks: list) -> list[ModelRow]:
+    by_model = defaultdict(dict)
+    for (model, task), cell in cells.items():
+        if cell is not None:
+            by_model[model][task] = cell
+    for task in tasks:
+        _rank_task(by_model, task)
+    rows = [_model_row(model, task_cells, tasks) for model, task_cells in by_model.items()]
+    complete = sorted((r for r in rows if r.rank_sum is not None), key=lambda r: (r.rank_sum, -r.mean_over_tasks, r.model))
+    return complete + sorted((r for r in rows if r.rank_sum is None), key=lambda r: r.model)
+
+
+def _rank_task(by_model: dict, task: str) -> None:
+    """Rank 1 for the highest mean; tied means share the average of their positions; NaN ranks last."""
+    entries = {m: c for m, c in by_model.items() if task in c}
+    key = {m: _rank_key(c[task].mean) for m, c in entries.items()}
+    ordered = sorted(entries, key=lambda m: key[m])
+    position = 0
+    while position < len(ordered):
+        tied = [m for m in ordered[position:] if key[m] == key[ordered[position]]]
+        shared = position + (len(tied) + 1) / 2
+        for model in tied:
+            entries[model][task] = dataclasses.replace(entries[model][task], rank=shared)
+        position += len(tied)
+
+
+def _rank_key(mean: float) -> float:
+    return math.inf if math.isnan(mean) else -round(mean, RANK_DECIMALS)
+
+
+def _model_row(model: str, task_cells: dict, tasks: list) -> ModelRow:
+    row = ModelRow(model=model, cells=task_cells)
+    if len(task_cells) == len(tasks):
+        row.mean_over_tasks = statistics.fmean(task_cells[t].mean for t in tasks)
+        row.rank_sum = sum(task_cells[t].rank for t in tasks)
+    return row
+
+
+def _weights_by_model(rows: list[dict]) -> dict:
+    weights = defaultdict(set)
+    for row in rows:
+        if row.get("weights_id"):
+            weights[row["model"]].add(row["weights_id"])
+    return defaultdict(tuple, {model: tuple(sorted(ids)) for model, ids in weights.items()})
+
+
+def _mixed_weights_notes(table_rows: list[ModelRow]) -> list[str]:
+    """The model name alone does not pin the weights (a checkpoint retrained under the same file name)."""
+    return [f"model '{r.model}' mixes {len(r.weights_ids)} weights ({', '.join(r.weights_ids)}) across its runs; "
+            "re-run it on every task or give the checkpoints distinct names"
+            for r in table_rows if len(r.weights_ids) > 1]
