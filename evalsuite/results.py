@@ -1,9 +1,16 @@
-"""One results JSON per run, written atomically under <out>/runs/, and the library versions it records."""
+"""One results JSON per run under <out>/runs/: written atomically, found again by run id, and the versions it records."""
 
+import glob
 import json
 import os
 import platform
+import subprocess
 from pathlib import Path
+
+from evalsuite.errors import EvalsuiteError
+
+RESULTS_SCHEMA_VERSION = 1
+RUNS_FOLDER = "runs"
 
 
 def library_versions() -> dict:
@@ -14,15 +21,65 @@ def library_versions() -> dict:
 
     import evalsuite
 
-    return {"evalsuite": evalsuite.__version__, "python": platform.python_version(), "torch": torch.__version__,
+    return {"evalsuite": evalsuite.__version__, "evalsuite_git": _source_revision(Path(evalsuite.__file__).parent),
+            "python": platform.python_version(), "platform": platform.platform(), "torch": torch.__version__,
             "timm": timm.__version__, "numpy": numpy.__version__, "scikit-learn": sklearn.__version__}
 
 
+def _source_revision(package_dir: Path) -> str | None:
+    """The git commit of a source checkout (editable install), '+dirty' if tracked files differ; None for a wheel.
+
+    The package version alone does not pin the code between releases.
+    """
+    checkout = package_dir.resolve().parent
+    if not (checkout / ".git").exists():
+        return None
+    try:
+        commit = _git(checkout, "rev-parse", "HEAD")
+        dirty = _git(checkout, "status", "--porcelain", "--untracked-files=no")
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return commit + ("+dirty" if dirty else "")
+
+
+def _git(checkout: Path, *args: str) -> str:
+    return subprocess.run(["git", "-C", str(checkout), *args], capture_output=True, text=True, timeout=10,
+                          check=True).stdout.strip()
+
+
 def write_run_json(out_dir: Path, record: dict) -> Path:
-    folder = Path(out_dir) / "runs"
+    folder = Path(out_dir) / RUNS_FOLDER
     folder.mkdir(parents=True, exist_ok=True)
     path = folder / f"{record['run_id']}.json"
+    # cwd: relative paths in `command` and `config` resolve against it when re-running.
+    document = {"results_schema": RESULTS_SCHEMA_VERSION, "cwd": os.getcwd(), **record}
     staging = path.with_suffix(".json.tmp")
-    staging.write_text(json.dumps(record, indent=2, sort_keys=True))
+    staging.write_text(json.dumps(document, indent=2, sort_keys=True))
     os.replace(staging, path)
     return path
+
+
+def find_run_json(out_dir: Path, run_id: str) -> Path:
+    """The results JSON of `run_id` or of the one run whose id starts with it."""
+    folder = Path(out_dir) / RUNS_FOLDER
+    if not folder.is_dir():
+        raise EvalsuiteError(f"no runs folder at {folder}; pass the --out folder of an evalsuite run")
+    exact = folder / f"{run_id}.json"
+    if exact.is_file():
+        return exact
+    matches = sorted(folder.glob(f"{glob.escape(run_id)}*.json")) if run_id and "/" not in run_id else []
+    if len(matches) == 1:
+        return matches[0]
+    if matches:
+        raise EvalsuiteError(f"run id '{run_id}' matches {len(matches)} runs in {folder}; give more of it")
+    raise EvalsuiteError(f"no run '{run_id}' in {folder}; run ids are in leaderboard.csv's run_id column")
+
+
+def read_run_json(path: Path) -> dict:
+    try:
+        record = json.loads(Path(path).read_text())
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise EvalsuiteError(f"cannot read results {path}: {exc}; the file is damaged or not an evalsuite result") from None
+    if not isinstance(record, dict) or "run_id" not in record:
+        raise EvalsuiteError(f"{path} is not an evalsuite results JSON (no run_id)")
+    return record

@@ -1,0 +1,79 @@
+"""`evalsuite show RUN_ID`: what a run did and what it takes to reproduce it, from its results JSON."""
+
+import hashlib
+import json
+import shlex
+from pathlib import Path
+
+from evalsuite.commands._common import DEFAULT_OUT
+
+SPLIT_ORDER = ["train", "val", "test"]
+
+
+def add_parser(commands, common) -> None:
+    show = commands.add_parser("show", parents=[common], help="print a run's provenance and scores")
+    show.add_argument("run_id", metavar="RUN_ID", help="a run id from leaderboard.csv (a unique prefix is enough)")
+    show.add_argument("--out", default=DEFAULT_OUT, help=f"output folder holding runs/ (default ./{DEFAULT_OUT})")
+    show.add_argument("--json", action="store_true", help="print the results JSON as stored")
+    show.set_defaults(handler=main)
+
+
+def main(args) -> None:
+    from evalsuite.results import find_run_json, read_run_json
+
+    path = find_run_json(Path(args.out), args.run_id)
+    record = read_run_json(path)
+    if args.json:
+        print(json.dumps(record, indent=2, sort_keys=True))
+        return
+    print("\n".join(describe(record, path)))
+
+
+def describe(record: dict, path: Path) -> list[str]:
+    task, model = record.get("task", {}), record.get("model", {})
+    lines = [
+        f"run       {record['run_id']}  finished {record.get('timestamp_utc', '?')}",
+        f"command   {_command(record.get('command', []))}" + (f"   (in {record['cwd']})" if record.get("cwd") else ""),
+        f"config    {json.dumps(record.get('config', {}), sort_keys=True)}",
+        f"task      {task.get('name')}  card {task.get('path')}  sha256 {task.get('sha256')}  ({_card_state(task)})",
+        f"          selection metric {task.get('selection_metric')}; classes {', '.join(task.get('classes', []))}",
+        f"model     {model.get('name')}  (architecture {model.get('architecture_name')}, embed dim {model.get('embed_dim')})",
+        f"weights   {model.get('weights_id')}",
+        f"input     {json.dumps(model.get('data_config'), sort_keys=True)}",
+        f"seed      {record.get('seed')}   device {record.get('device')}",
+    ]
+    for probe in record.get("probes", []):
+        lines += _probe_lines(probe)
+    lines.append(f"extracted {json.dumps(record.get('samples_extracted'), sort_keys=True)} samples (0: from the cache)")
+    lines.append(f"versions  {', '.join(f'{k} {v}' for k, v in sorted(record.get('versions', {}).items()))}")
+    lines.append(f"results   {path}")
+    return lines
+
+
+def _command(argv: list[str]) -> str:
+    """sys.argv as typed: `python -m evalsuite` records its __main__.py path as argv[0]."""
+    if not argv:
+        return "?"
+    program = "python -m evalsuite" if argv[0].endswith("__main__.py") else Path(argv[0]).name
+    return " ".join([program, shlex.join(argv[1:])]).strip()
+
+
+def _card_state(task: dict) -> str:
+    """Whether the card file still has the content the run used (a changed card is a different task)."""
+    card = Path(task.get("path") or "")
+    if not card.is_file():
+        return "card file no longer there"
+    same = hashlib.sha256(card.read_bytes()).hexdigest() == task.get("sha256")
+    return "card unchanged since the run" if same else "CARD CHANGED since the run"
+
+
+def _probe_lines(probe: dict) -> list[str]:
+    lines = [f"probe     {probe.get('probe')}  recipe {json.dumps(probe.get('recipe'), sort_keys=True)}",
+             f"          selected {json.dumps(probe.get('selected_params'), sort_keys=True)}"]
+    metrics_by_split = probe.get("metrics", {})
+    # The stored JSON sorts keys; show splits in the order of the protocol instead.
+    for split in sorted(metrics_by_split, key=lambda s: (SPLIT_ORDER.index(s) if s in SPLIT_ORDER else 99, s)):
+        metrics = metrics_by_split[split]
+        scores = "  ".join(f"{name} {value:.4f}" for name, value in metrics.items())
+        lines.append(f"          {split:<5} {scores}")
+    return lines
