@@ -12,11 +12,23 @@ EvalsuiteError naming the expected path pattern.
 from pathlib import Path
 
 from evalsuite.errors import EvalsuiteError
+from evalsuite.readers.bach import BachReader
+from evalsuite.readers.bracs import BracsReader
+from evalsuite.readers.breakhis import BreakhisReader
+from evalsuite.readers.crc import CrcReader
 from evalsuite.readers.hgsc_tiles import HgscTileReader
+from evalsuite.readers.mhist import MhistReader
+from evalsuite.readers.pcam import PcamReader
 from evalsuite.resources import shipped_data_dir
 
 READERS = {
     "hgsc_tiles": HgscTileReader,
+    "bach": BachReader,
+    "crc": CrcReader,
+    "pcam": PcamReader,
+    "mhist": MhistReader,
+    "bracs": BracsReader,
+    "breakhis": BreakhisReader,
 }
 
 _PACKAGE_PREFIX = "package:"

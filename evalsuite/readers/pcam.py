@@ -1,0 +1,128 @@
+"""PatchCamelyon (PCam), read from the HDF5 files as distributed on Zenodo (record 2546921).
+
+Layout under --data-root: camelyonpatch_level_2_split_{train,valid,test}_{x,y}.h5, decompressed
+(Zenodo ships them as .h5.gz). `x` is (N, 96, 96, 3) uint8 RGB, `y` is (N, 1, 1, 1) with 1 =
+tumour in the central 32x32 px. Official sizes: 262,144 / 32,768 / 32,768; the card's val split
+is the `valid` file.
+
+Labels are read once from the y files; images are read row by row from the x file through a
+handle opened lazily once per process (`LazyH5`): the reader's process keeps the handle it
+opened to validate the file, and a DataLoader worker, seeing a new process id after the fork,
+opens its own instead of touching its parent's. Persistent workers keep their handle across
+epochs. Handles are not pickled, so spawned workers open their own too.
+"""
+
+import os
+from pathlib import Path
+
+import h5py
+import numpy as np
+import torch
+from PIL import Image
+
+from evalsuite.errors import EvalsuiteError
+from evalsuite.readers._common import check_classes, check_count, layout_error
+
+TASK = "pcam"
+LAYOUT = "camelyonpatch_level_2_split_{train,valid,test}_{x,y}.h5"
+FILE_SPLITS = {"train": "train", "val": "valid", "test": "test"}
+OFFICIAL_COUNTS = {"train": 262_144, "val": 32_768, "test": 32_768}
+CLASSES = ["no_tumor", "tumor"]
+TILE_SHAPE = (96, 96, 3)
+
+
+class LazyH5:
+    """One HDF5 dataset, opened at most once per process and reused by every read in it."""
+
+    def __init__(self, path: Path, key: str):
+        self.path, self.key = Path(path), key
+        self._pid, self._file = None, None
+
+    def file(self) -> h5py.File:
+        if self._pid != os.getpid():
+            # A forked child inherits the parent's handle: never read through it, open our own.
+            self._file = _open_h5(self.path)
+            self._pid = os.getpid()
+        return self._file
+
+    def get(self) -> h5py.Dataset:
+        return self.file()[self.key]
+
+    def __getstate__(self) -> dict:
+        return {"path": self.path, "key": self.key, "_pid": None, "_file": None}
+
+
+def _open_h5(path: Path) -> h5py.File:
+    try:
+        return h5py.File(path, "r")
+    except OSError as exc:
+        raise EvalsuiteError(f"{TASK}: cannot open {path} as HDF5 ({exc}); re-download it") from None
+
+
+def _h5_path(root: Path, split: str, kind: str) -> Path:
+    path = root / f"camelyonpatch_level_2_split_{FILE_SPLITS[split]}_{kind}.h5"
+    if path.is_file():
+        return path
+    packed = path.with_name(path.name + ".gz")
+    if packed.is_file():
+        raise EvalsuiteError(f"{TASK}: found {packed} but the reader needs it decompressed: run `gunzip -k {packed}`")
+    raise layout_error(TASK, f"missing file {path}", LAYOUT)
+
+
+def _dataset(file: h5py.File, path: Path, key: str) -> h5py.Dataset:
+    if key not in file:
+        raise EvalsuiteError(f"{TASK}: {path} has no dataset '{key}' (found {', '.join(file.keys()) or 'none'}); "
+                             f"expected the distributed file {LAYOUT}")
+    return file[key]
+
+
+class PcamDataset(torch.utils.data.Dataset):
+    def __init__(self, images: LazyH5, labels: np.ndarray, transform):
+        self.images = images
+        self.labels = labels
+        self.transform = transform
+
+    def __len__(self) -> int:
+        return len(self.labels)
+
+    def __getitem__(self, index: int):
+        return self.transform(Image.fromarray(self.images.get()[index])), int(self.labels[index])
+
+
+class PcamReader:
+    def __init__(self, card, data_root: Path, check_counts: bool = True):
+        check_classes(card, CLASSES, TASK, "y values 0 and 1")
+        self.card = card
+        self.images, self.labels = {}, {}
+        for split in FILE_SPLITS:
+            self.labels[split] = self._read_labels(_h5_path(Path(data_root), split, "y"))
+            self.images[split] = self._checked_images(_h5_path(Path(data_root), split, "x"), len(self.labels[split]))
+            check_count(TASK, f"split '{FILE_SPLITS[split]}'", len(self.labels[split]), OFFICIAL_COUNTS[split],
+                        check_counts)
+
+    @staticmethod
+    def _read_labels(path: Path) -> np.ndarray:
+        with _open_h5(path) as file:
+            y = _dataset(file, path, "y")
+            if y.ndim != 4 or y.shape[1:] != (1, 1, 1):
+                raise EvalsuiteError(f"{TASK}: {path} 'y' has shape {y.shape}; expected (N, 1, 1, 1)")
+            labels = y[:].reshape(-1).astype(np.int64)
+        if len(labels) and not np.isin(labels, (0, 1)).all():
+            raise EvalsuiteError(f"{TASK}: {path} 'y' holds values other than 0 and 1")
+        return labels
+
+    @staticmethod
+    def _checked_images(path: Path, n_labels: int) -> LazyH5:
+        images = LazyH5(path, "x")
+        x = _dataset(images.file(), path, "x")
+        if x.ndim != 4 or x.shape[1:] != TILE_SHAPE or x.dtype != np.uint8:
+            raise EvalsuiteError(f"{TASK}: {path} 'x' is {x.dtype} {x.shape}; expected uint8 (N, 96, 96, 3)")
+        if len(x) != n_labels:
+            raise EvalsuiteError(f"{TASK}: {path} 'x' has {len(x)} tiles but its y file has {n_labels} labels; "
+                                 f"re-download the pair")
+        return images
+
+    def dataset(self, split: str, transform) -> PcamDataset:
+        if split not in self.labels:
+            raise EvalsuiteError(f"task '{self.card.name}' has no split '{split}'; it has {', '.join(self.labels)}")
+        return PcamDataset(self.images[split], self.labels[split], transform)
