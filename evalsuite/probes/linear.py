@@ -17,11 +17,12 @@ from evalsuite.probes._validate import check_features_labels
 
 class LinearProbe:
     def __init__(self, num_classes: int, lr=(1e-3,), weight_decay=(0.0,), epochs: int = 100, batch_size: int = 64,
-                 class_weight: str | None = "balanced", device: torch.device = torch.device("cpu"), seed: int = 0):
+                 eval_batch_size: int = 1024, class_weight: str | None = "balanced", device: torch.device = torch.device("cpu"), seed: int = 0):
         self.num_classes = num_classes
         self.grid = list(itertools.product(_as_list(lr), _as_list(weight_decay)))
         self.epochs = int(epochs)
         self.batch_size = int(batch_size)
+        self.eval_batch_size = int(eval_batch_size)
         self.class_weight = class_weight
         self.device = torch.device(device)
         self.seed = seed
@@ -76,7 +77,7 @@ class LinearProbe:
     def _proba(self, head, features) -> np.ndarray:
         out = np.empty((len(features), self.num_classes), dtype=np.float32)
         order = np.arange(len(features))
-        for batch_indices, batch in iter_float32_batches(features, order, max(self.batch_size, 1024), self.device):
+        for batch_indices, batch in iter_float32_batches(features, order, self.eval_batch_size, self.device):
             out[batch_indices] = torch.softmax(head(batch), dim=1).cpu().numpy()
         return out
 
