@@ -29,16 +29,17 @@ def main(args) -> None:
     source = Path(args.out) / LEADERBOARD_FILE
     filters = Filters(tasks=_names(args.task), models=_names(args.model), probes=_names(args.probe))
     table = build_wide_table(read_rows(source), args.split, args.metric, filters, source=str(source))
-    render = {"table": text_table, "csv": wide_csv_text, "markdown": markdown_table}[args.format]
-    print(render(table).rstrip("\n"))
-    # Notes and file paths go to stderr so `--format csv > file` stays pure CSV.
-    for note in table.notes:
-        print(f"note: {note}", file=sys.stderr)
-    print(f"wide table: {write_wide_csv(table, args.out)}", file=sys.stderr)
+    written = [f"wide table: {write_wide_csv(table, args.out)}"]
     if args.plot:
         from evalsuite.heatmap import save_heatmap
 
-        print(f"heatmap: {save_heatmap(table, Path(args.plot))}", file=sys.stderr)
+        written.append(f"heatmap: {save_heatmap(table, Path(args.plot))}")
+    # Printed only once every file is written, so a failure is the only line on stderr.
+    render = {"table": text_table, "csv": wide_csv_text, "markdown": markdown_table}[args.format]
+    print(render(table).rstrip("\n"))
+    # Notes and file paths go to stderr so `--format csv > file` stays pure CSV.
+    for line in [f"note: {note}" for note in table.notes] + written:
+        print(line, file=sys.stderr)
 
 
 def _names(values: list[str]) -> tuple:

@@ -1,0 +1,40 @@
+"""`leaderboard --plot`: a heatmap PNG of the wide table; matplotlib stays out of `run`."""
+
+import subprocess
+import sys
+
+from conftest import assert_one_line_error, run_cli
+from test_leaderboard_wide import add_run
+
+
+def test_plot_writes_a_png_sized_to_the_table(tmp_path):
+    board = tmp_path / "leaderboard.csv"
+    models = ["uni2_h", "virchow2", "resnet50_imagenet+random-init"]
+    for rank, model in enumerate(models):
+        for task in ["bach", "crc100k", "mhist"]:
+            for seed in range(3):
+                add_run(board, model, task, seed, 0.9 - 0.1 * rank + 0.01 * seed)
+    add_run(board, "phikon", "bach", 0, 0.75)  # one task only: a grey "no result" cell for the others
+    png = tmp_path / "plots" / "heatmap.png"
+    result = run_cli("leaderboard", "--out", tmp_path, "--plot", png)
+    assert result.returncode == 0, result.stderr
+    assert f"heatmap: {png}" in result.stderr
+
+    import matplotlib.image
+
+    image = matplotlib.image.imread(png)
+    height, width, _ = image.shape
+    # 4 model rows and 3 task columns at 150 dpi: wide enough for the labels, one band per model.
+    assert 900 < width < 2400 and 400 < height < 1200, image.shape
+    assert image[..., :3].std() > 0.1  # not a blank canvas
+
+
+def test_an_unwritable_plot_format_is_a_one_line_error(tmp_path):
+    add_run(tmp_path / "leaderboard.csv", "A", "t1", 0, 0.5)
+    assert_one_line_error(run_cli("leaderboard", "--out", tmp_path, "--plot", tmp_path / "x.notaformat"),
+                          "cannot write the heatmap", "use a .png name")
+
+
+def test_the_run_command_does_not_import_matplotlib():
+    code = "import sys, evalsuite.cli, evalsuite.runner; print('matplotlib' in sys.modules)"
+    assert subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout == "False\n"
