@@ -1,20 +1,26 @@
 """Frozen backbones: a registry name, a timm architecture, an `hf-hub:` name, or a local checkpoint.
 
-Every backbone comes back in eval mode with frozen parameters, a pooled-embedding forward
-(`num_classes=0`), the data config carrying its normalisation, and a `weights_id` that
-identifies its weights exactly (content hash) for cache keys and results.
+Every backbone comes back in eval mode with frozen parameters, the data config carrying its
+normalisation, a `weights_id` that identifies its weights exactly (content hash) for cache
+keys and results, and two feature views: `pooled_features` (the classification embedding)
+and `dense_features` (patch tokens on their grid, for segmentation).
+
+Registry models are built with timm `num_classes=0`; their embedding is pooled from
+`forward_features` by the rule on the model card (evalsuite.pooling), never by timm's head.
 """
 
+import contextlib
 import difflib
 from dataclasses import dataclass
 from pathlib import Path
 
 import torch
 
-from evalsuite.checkpoints import file_sha256, load_in_order, load_matching, read_state_dict
+from evalsuite import adapters, checkpoints
 from evalsuite.errors import EvalsuiteError
-from evalsuite.hub import create_from_hub
-from evalsuite.model_registry import MODELS
+from evalsuite.hub import create_from_hub, download_weights
+from evalsuite.model_registry import MODELS, ModelSpec
+from evalsuite.pooling import TIMM_HEAD, patch_grid, pool_tokens, token_grid
 
 RANDOM_INIT_SEED = 0
 
@@ -27,29 +33,102 @@ class Backbone:
     data_config: dict
     weights_id: str
     label: str  # what the leaderboard's model column shows: the name, plus how the weights differ
+    pooling: str = TIMM_HEAD  # evalsuite.pooling rule behind pooled_features
+    num_prefix_tokens: int = 0  # class + register tokens ahead of the patch tokens
+    patch_size_px: int | None = None  # None: not a patch-token model (CNN feature maps)
 
     def pooled_features(self, images):
-        """[batch, embed_dim] embedding for classification probes (timm's own pooling, head removed)."""
-        return self.model(images)
+        """[batch, embed_dim] embedding for classification probes."""
+        if self.pooling == TIMM_HEAD:
+            return self.model(images)
+        return pool_tokens(self.model.forward_features(images), self.pooling, self.num_prefix_tokens)
+
+    def dense_features(self, images):
+        """[batch, grid_h, grid_w, width]: patch tokens (class and register tokens dropped), or a CNN's last map."""
+        features = self.model.forward_features(images)
+        if features.ndim == 4:
+            nhwc = getattr(self.model, "output_fmt", "NCHW") == "NHWC"
+            return features if nhwc else features.permute(0, 2, 3, 1)
+        if self.patch_size_px is None:
+            raise EvalsuiteError(f"model '{self.name}' has no patch grid to give dense features")
+        grid = token_grid(tuple(images.shape[-2:]), self.patch_size_px)
+        return patch_grid(features, self.num_prefix_tokens, grid)
 
 
 def build_backbone(name: str, weights: str | None = None, random_init: bool = False) -> Backbone:
     if weights and random_init:
         raise EvalsuiteError("--weights and --random-init exclude each other; pass one")
     if name in MODELS:
-        model, weights_id = _from_registry(name, weights, random_init)
-        entry = MODELS[name]
-        data_config = {"input_size": (3, entry.input_size_px, entry.input_size_px), "interpolation": "bicubic",
-                       "mean": entry.mean, "std": entry.std}
-    elif name.startswith("hf-hub:"):
+        spec = MODELS[name]
+        model, weights_id = _registry_model(spec, weights, random_init)
+        return spec_backbone(spec, model, weights_id, _label(name, weights, random_init))
+    if name.startswith("hf-hub:"):
         model, weights_id = _from_hub_name(name, weights, random_init)
-        data_config = _timm_data_config(model)
     else:
         model, weights_id = _from_timm_name(name, weights, random_init)
-        data_config = _timm_data_config(model)
     model.eval().requires_grad_(False)
-    return Backbone(name=name, model=model, embed_dim=int(model.num_features), data_config=data_config,
-                    weights_id=weights_id, label=_label(name, weights, random_init))
+    return Backbone(name=name, model=model, embed_dim=int(model.num_features), data_config=_timm_data_config(model),
+                    weights_id=weights_id, label=_label(name, weights, random_init),
+                    num_prefix_tokens=int(getattr(model, "num_prefix_tokens", 0)),
+                    patch_size_px=_timm_patch_size_px(model))
+
+
+def create_architecture(spec: ModelSpec, device: str | torch.device | None = None) -> torch.nn.Module:
+    """The spec's timm module with seeded random weights; on the meta device it costs no memory."""
+    import timm
+
+    kwargs = _resolve_layers(spec.timm_kwargs)
+    placement = torch.device(device) if device is not None else contextlib.nullcontext()
+    # A fixed seed makes the random-init baseline (and its cache key) reproducible.
+    with torch.random.fork_rng(devices=[]), placement:
+        torch.manual_seed(RANDOM_INIT_SEED)
+        return timm.create_model(spec.architecture, pretrained=False, num_classes=0, **kwargs)
+
+
+def spec_backbone(spec: ModelSpec, model: torch.nn.Module, weights_id: str, label: str) -> Backbone:
+    model.eval().requires_grad_(False)
+    pretrained = spec.pretrained_cfg
+    data_config = {"input_size": (3, spec.input_size_px, spec.input_size_px), "interpolation": pretrained.interpolation,
+                   "mean": pretrained.mean, "std": pretrained.std}
+    return Backbone(name=spec.name, model=model, embed_dim=spec.embed_dim, data_config=data_config,
+                    weights_id=weights_id, label=label, pooling=spec.pooling,
+                    num_prefix_tokens=int(getattr(model, "num_prefix_tokens", spec.num_prefix_tokens)),
+                    patch_size_px=spec.patch_size_px)
+
+
+def load_weights(model: torch.nn.Module, weights: str | Path, key_mapping: str = "auto") -> str:
+    """Fill `model` (possibly on the meta device) from a local file or folder; returns the weights id."""
+    files = checkpoints.weights_files(Path(weights))
+    state = checkpoints.read_state_dict(Path(weights))
+    if key_mapping == "in_order":
+        state = checkpoints.in_order_state_dict(model, state, files[0])
+    else:
+        if hasattr(model, "patch_embed"):
+            state = adapters.to_timm_vit(state, model)
+        state = checkpoints.matched_state_dict(model, state, files[0])
+    checkpoints.assign_weights(model, state)
+    return f"sha256:{checkpoints.weights_sha256(files)}"
+
+
+def _registry_model(spec: ModelSpec, weights: str | None, random_init: bool):
+    if random_init:
+        return create_architecture(spec), f"random-init:seed{RANDOM_INIT_SEED}"
+    # Weights are assigned onto a meta-device module: a giant model is never held twice.
+    model = create_architecture(spec, device="meta")
+    if weights:
+        return model, load_weights(model, weights)
+    if spec.package_weights is not None:
+        return model, load_weights(model, spec.package_weights(), spec.key_mapping)
+    path = download_weights(spec.name, spec.pretrained_cfg.hub_id, spec.pretrained_cfg.gated)
+    return model, load_weights(model, path)
+
+
+def _resolve_layers(kwargs: dict) -> dict:
+    """Layer classes are named in the registry (plain data); timm wants the classes."""
+    from timm.layers import SwiGLUPacked
+
+    layers = {"SwiGLUPacked": SwiGLUPacked, "SiLU": torch.nn.SiLU}
+    return {k: layers[v] if k.endswith("_layer") else v for k, v in kwargs.items()}
 
 
 def _label(name: str, weights: str | None, random_init: bool) -> str:
@@ -63,27 +142,9 @@ def _label(name: str, weights: str | None, random_init: bool) -> str:
 def _create(architecture: str, random_init: bool):
     import timm
 
-    # A fixed seed makes the random-init baseline (and its cache key) reproducible.
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(RANDOM_INIT_SEED)
         return timm.create_model(architecture, pretrained=False, num_classes=0)
-
-
-def _from_local_file(model, weights: str, mapping: str = "same") -> str:
-    path = Path(weights).expanduser()
-    state = read_state_dict(path)
-    (load_in_order if mapping == "in_order" else load_matching)(model, state, path)
-    return f"sha256:{file_sha256(path)}"
-
-
-def _from_registry(name: str, weights: str | None, random_init: bool):
-    entry = MODELS[name]
-    model = _create(entry.architecture, random_init)
-    if random_init:
-        return model, f"random-init:seed{RANDOM_INIT_SEED}"
-    if weights:
-        return model, _from_local_file(model, weights)
-    return model, _from_local_file(model, entry.weights_file(), entry.key_mapping)
 
 
 def _from_hub_name(name: str, weights: str | None, random_init: bool):
@@ -103,7 +164,7 @@ def _from_timm_name(name: str, weights: str | None, random_init: bool):
         raise EvalsuiteError(_unknown_model_message(name))
     if weights:
         model = _create(name, random_init=False)
-        return model, _from_local_file(model, weights)
+        return model, load_weights(model, weights)
     if random_init:
         return _create(name, random_init=True), f"random-init:seed{RANDOM_INIT_SEED}"
     model = create_from_hub(name, num_classes=0)
@@ -117,7 +178,7 @@ def _unknown_model_message(name: str) -> str:
     candidates = list(MODELS) + timm.list_models()
     close = difflib.get_close_matches(name, candidates, n=3)
     hint = f" Did you mean: {', '.join(close)}?" if close else ""
-    return (f"unknown model '{name}': not a built-in (see `evalsuite list`), a timm architecture, "
+    return (f"unknown model '{name}': not a registry name (see `evalsuite list --models`), a timm architecture, "
             f"or an hf-hub: name.{hint}")
 
 
@@ -126,3 +187,11 @@ def _timm_data_config(model) -> dict:
 
     config = resolve_data_config({}, model=model)
     return {k: config[k] for k in ("input_size", "interpolation", "mean", "std")}
+
+
+def _timm_patch_size_px(model) -> int | None:
+    patch_embed = getattr(model, "patch_embed", None)
+    patch_size = getattr(patch_embed, "patch_size", None)
+    if patch_size is None:
+        return None
+    return int(patch_size[0]) if isinstance(patch_size, (tuple, list)) else int(patch_size)

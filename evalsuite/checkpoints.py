@@ -1,6 +1,12 @@
-"""Reading local checkpoints and fitting them onto a timm module with clear key errors."""
+"""Reading local checkpoints and fitting them onto a module, with clear key errors.
+
+`--weights` takes a file (`.safetensors` preferred; `.pth`/`.bin`/`.pt`/`.torch` read with
+`torch.load(weights_only=True)`, so no pickled code runs) or a downloaded model folder, in
+which the safetensors file wins over a PyTorch one and sharded checkpoints are joined.
+"""
 
 import hashlib
+import json
 from pathlib import Path
 
 import torch
@@ -9,6 +15,10 @@ from evalsuite.errors import EvalsuiteError
 
 _WRAPPER_KEYS = ("state_dict", "model", "model_state_dict", "teacher")
 _MAX_KEYS_SHOWN = 5
+# In a model folder, the first of these that exists is the checkpoint.
+_FOLDER_PREFERENCE = ("model.safetensors", "model.safetensors.index.json", "pytorch_model.bin",
+                      "pytorch_model.bin.index.json")
+_TORCH_SUFFIXES = (".pth", ".pt", ".bin", ".torch")
 
 
 def file_sha256(path: Path, chunk_bytes: int = 1 << 24) -> str:
@@ -19,10 +29,78 @@ def file_sha256(path: Path, chunk_bytes: int = 1 << 24) -> str:
     return digest.hexdigest()
 
 
-def read_state_dict(path: Path) -> dict:
-    """safetensors when the file is one; otherwise torch.load with weights_only (no pickled code)."""
+def weights_files(path: Path) -> list[Path]:
+    """The checkpoint file(s) `--weights` names: the file itself, or the one a model folder holds."""
+    path = Path(path).expanduser()
+    if path.is_dir():
+        path = _checkpoint_in_folder(path)
     if not path.is_file():
         raise EvalsuiteError(f"weights file not found: {path}; check --weights")
+    if path.name.endswith(".index.json"):
+        return _shards(path)
+    return [path]
+
+
+def weights_sha256(files: list[Path]) -> str:
+    """Content hash of a checkpoint; for shards, the hash of the shards' hashes in order."""
+    if len(files) == 1:
+        return file_sha256(files[0])
+    return hashlib.sha256("".join(file_sha256(f) for f in files).encode()).hexdigest()
+
+
+def read_state_dict(path: Path) -> dict:
+    """All tensors of the checkpoint at `path` (file or folder), wrappers and `module.` removed."""
+    state = {}
+    for file in weights_files(path):
+        state.update(_read_file(file))
+    return state
+
+
+def matched_state_dict(model, state: dict, path: Path) -> dict:
+    """`state` without the classification head, after checking it fits `model` key for key."""
+    head = _classifier_prefixes(model)
+    state = {k: v for k, v in state.items() if not (head and k.startswith(head))}
+    expected = model.state_dict()
+    missing = [k for k in expected if k not in state]
+    unexpected = [k for k in state if k not in expected]
+    wrong_shape = [k for k in state if k in expected and state[k].shape != expected[k].shape]
+    if missing or unexpected or wrong_shape:
+        raise EvalsuiteError(
+            f"weights {path} do not fit {type(model).__name__}: missing keys {_describe(missing)}, "
+            f"unexpected keys {_describe(unexpected)}, wrong shapes {_describe(wrong_shape)}; "
+            "check --model matches the checkpoint's architecture"
+        )
+    return state
+
+
+def in_order_state_dict(model, state: dict, path: Path) -> dict:
+    """For checkpoints from another implementation that stores the same tensors in the same order."""
+    head = _classifier_prefixes(model)
+    source = [v for k, v in state.items() if not k.startswith(("_fc.", "fc.", "classifier."))]
+    target = {k: v for k, v in model.state_dict().items() if not (head and k.startswith(head))}
+    if len(source) != len(target) or any(s.shape != t.shape for s, t in zip(source, target.values())):
+        raise EvalsuiteError(
+            f"weights {path} do not map in order onto {type(model).__name__} "
+            f"({len(source)} tensors vs {len(target)}); the package may have changed"
+        )
+    return dict(zip(target, source))
+
+
+def assign_weights(model, state: dict) -> None:
+    """Load a checked state dict into `model`, which may live on the meta device (no second copy in memory).
+
+    Floating tensors are cast to the module's dtype: `assign` would otherwise keep a float16
+    checkpoint in float16.
+    """
+    current = model.state_dict()
+    state = {k: v.to(current[k].dtype) if v.is_floating_point() else v for k, v in state.items()}
+    model.load_state_dict(state, strict=True, assign=True)
+    left_on_meta = [name for name, t in [*model.named_parameters(), *model.named_buffers()] if t.is_meta]
+    if left_on_meta:
+        raise EvalsuiteError(f"{type(model).__name__} has tensors no checkpoint fills: {_describe(left_on_meta)}")
+
+
+def _read_file(path: Path) -> dict:
     try:
         if path.suffix == ".safetensors":
             from safetensors.torch import load_file
@@ -41,6 +119,30 @@ def read_state_dict(path: Path) -> dict:
     return {k.removeprefix("module."): v for k, v in state.items()}
 
 
+def _checkpoint_in_folder(folder: Path) -> Path:
+    for name in _FOLDER_PREFERENCE:
+        if (folder / name).is_file():
+            return folder / name
+    candidates = sorted(folder.glob("*.safetensors")) or sorted(p for p in folder.iterdir() if p.suffix in _TORCH_SUFFIXES)
+    if len(candidates) != 1:
+        found = ", ".join(p.name for p in candidates) or "none"
+        raise EvalsuiteError(f"--weights folder {folder} must hold one checkpoint (model.safetensors preferred); "
+                             f"found: {found}; pass the file itself")
+    return candidates[0]
+
+
+def _shards(index_path: Path) -> list[Path]:
+    try:
+        weight_map = json.loads(index_path.read_text())["weight_map"]
+    except (OSError, ValueError, KeyError, TypeError):
+        raise EvalsuiteError(f"{index_path} is not a sharded-checkpoint index (no weight_map)") from None
+    shards = [index_path.parent / name for name in dict.fromkeys(weight_map.values())]
+    missing = [p.name for p in shards if not p.is_file()]
+    if missing:
+        raise EvalsuiteError(f"checkpoint shards missing next to {index_path.name}: {', '.join(missing)}")
+    return shards
+
+
 def _classifier_prefixes(model) -> tuple:
     classifier = getattr(model, "pretrained_cfg", {}).get("classifier") or ()
     names = (classifier,) if isinstance(classifier, str) else tuple(classifier)
@@ -51,34 +153,3 @@ def _describe(keys: list) -> str:
     shown = ", ".join(keys[:_MAX_KEYS_SHOWN])
     more = f" (+{len(keys) - _MAX_KEYS_SHOWN} more)" if len(keys) > _MAX_KEYS_SHOWN else ""
     return f"{len(keys)} [{shown}{more}]"
-
-
-def load_matching(model, state: dict, path: Path) -> None:
-    """Strict load, ignoring the classification head (features are taken before it)."""
-    head = _classifier_prefixes(model)
-    state = {k: v for k, v in state.items() if not (head and k.startswith(head))}
-    expected = model.state_dict()
-    missing = [k for k in expected if k not in state]
-    unexpected = [k for k in state if k not in expected]
-    wrong_shape = [k for k in state if k in expected and state[k].shape != expected[k].shape]
-    if missing or unexpected or wrong_shape:
-        raise EvalsuiteError(
-            f"weights {path} do not fit {type(model).__name__}: missing keys {_describe(missing)}, "
-            f"unexpected keys {_describe(unexpected)}, wrong shapes {_describe(wrong_shape)}; "
-            "check --model matches the checkpoint's architecture"
-        )
-    model.load_state_dict(state, strict=True)
-
-
-def load_in_order(model, state: dict, path: Path) -> None:
-    """For checkpoints from another implementation that stores the same tensors in the same order."""
-    head = _classifier_prefixes(model)
-    source = [v for k, v in state.items() if not k.startswith(("_fc.", "fc.", "classifier."))]
-    target_keys = [k for k in model.state_dict() if not (head and k.startswith(head))]
-    target = model.state_dict()
-    if len(source) != len(target_keys) or any(s.shape != target[k].shape for s, k in zip(source, target_keys)):
-        raise EvalsuiteError(
-            f"weights {path} do not map in order onto {type(model).__name__} "
-            f"({len(source)} tensors vs {len(target_keys)}); the package may have changed"
-        )
-    model.load_state_dict(dict(zip(target_keys, source)), strict=True)

@@ -1,25 +1,31 @@
-"""Fetching weights from the Hugging Face Hub through timm, failing fast when it is unreachable.
+"""Fetching weights from the Hugging Face Hub, failing fast when it is unreachable.
 
 huggingface_hub retries a failed lookup for about half a minute; when the hub's host does not
 even resolve or connect we switch it to offline mode for the call, so locally cached weights
-still load and anything else fails at once with a message saying what to do instead.
+still load and anything else fails at once with a one-line message saying what to do instead:
+the model, its hub id, `--weights` with a local copy, and for gated models `HF_TOKEN`.
 """
 
 import contextlib
 import os
 import socket
+from pathlib import Path
 from urllib.parse import urlparse
 
 from evalsuite.errors import EvalsuiteError
 
 _PROBE_TIMEOUT_S = 3.0
+# Checkpoint files a hub repository may hold, safetensors first (no pickle, memory-mapped).
+_WEIGHT_FILES = ("model.safetensors", "pytorch_model.bin")
 
 
 def hub_reachable(timeout_s: float = _PROBE_TIMEOUT_S) -> bool:
     endpoint = os.environ.get("HF_ENDPOINT", "https://huggingface.co")
-    host = urlparse(endpoint).hostname or "huggingface.co"
+    parsed = urlparse(endpoint)
+    host = parsed.hostname or "huggingface.co"
+    port = parsed.port or (80 if parsed.scheme == "http" else 443)
     try:
-        with socket.create_connection((host, 443), timeout=timeout_s):
+        with socket.create_connection((host, port), timeout=timeout_s):
             return True
     except OSError:
         return False
@@ -27,15 +33,42 @@ def hub_reachable(timeout_s: float = _PROBE_TIMEOUT_S) -> bool:
 
 @contextlib.contextmanager
 def _offline_if_unreachable():
+    """Yields why the hub is offline ("" when online) and keeps huggingface_hub offline meanwhile."""
     from huggingface_hub import constants
 
     previous = constants.HF_HUB_OFFLINE
+    reason = "HF_HUB_OFFLINE is set" if previous else ""
     if not previous and not hub_reachable():
         constants.HF_HUB_OFFLINE = True
+        reason = "the hub is unreachable"
     try:
-        yield
+        yield reason
     finally:
         constants.HF_HUB_OFFLINE = previous
+
+
+def download_weights(model_name: str, hub_id: str, gated: bool | None) -> Path:
+    """Local path of the model's checkpoint from the hub (or the hub cache), else a one-line error."""
+    from huggingface_hub import hf_hub_download
+    from huggingface_hub.errors import EntryNotFoundError, GatedRepoError, LocalEntryNotFoundError
+
+    repo = hub_id.removeprefix("hf-hub:")
+    with _offline_if_unreachable() as offline_reason:
+        for filename in _WEIGHT_FILES:
+            try:
+                return Path(hf_hub_download(repo, filename))
+            except GatedRepoError:
+                raise EvalsuiteError(_gated_message(model_name, hub_id)) from None
+            except LocalEntryNotFoundError as exc:
+                if not offline_reason:  # online, yet the download failed: a network problem
+                    raise EvalsuiteError(_fetch_message(model_name, hub_id, gated, _first_line(exc))) from None
+                continue  # not in the local cache: maybe the other file name is
+            except EntryNotFoundError:
+                continue  # the repository has no file of this name: try the next
+            except Exception as exc:  # noqa: BLE001 - network, auth and hub errors need the same advice
+                raise EvalsuiteError(_fetch_message(model_name, hub_id, gated, _first_line(exc))) from None
+    reason = offline_reason or f"it holds none of {', '.join(_WEIGHT_FILES)}"
+    raise EvalsuiteError(_fetch_message(model_name, hub_id, gated, reason))
 
 
 def create_from_hub(name: str, **kwargs):
@@ -46,9 +79,44 @@ def create_from_hub(name: str, **kwargs):
         with _offline_if_unreachable():
             return timm.create_model(name, pretrained=True, **kwargs)
     except Exception as exc:  # noqa: BLE001 - hub, network and auth errors all need the same advice
-        reason = (str(exc).splitlines() or [type(exc).__name__])[0][:200]
+        hub_id = _timm_hub_id(name)
+        where = f" ({hub_id})" if hub_id else ""
         raise EvalsuiteError(
-            f"could not fetch pretrained weights for '{name}' from the Hugging Face Hub ({reason}); "
-            "when offline, pass a timm architecture name with --weights /path/to/weights.safetensors, "
-            "or --random-init for a baseline"
+            f"could not fetch pretrained weights for '{name}'{where} from the Hugging Face Hub ({_first_line(exc)}); "
+            "pass --weights /path/to/weights.safetensors with a timm architecture name as --model, "
+            "or --random-init for a baseline; gated repositories also need their licence accepted and HF_TOKEN set"
         ) from None
+
+
+def _fetch_message(model_name: str, hub_id: str, gated: bool | None, reason: str) -> str:
+    message = (f"cannot fetch weights for '{model_name}' from the Hugging Face Hub ({hub_id}): {reason}; "
+               f"pass --weights with a local copy (its .safetensors/.bin file or the downloaded model folder), "
+               f"or --random-init for a baseline")
+    repo_url = f"https://huggingface.co/{hub_id.removeprefix('hf-hub:')}"
+    if gated:
+        message += f"; the repository is gated: accept its licence at {repo_url} and set HF_TOKEN"
+    elif gated is None:
+        message += f"; if the repository is gated, accept its licence at {repo_url} and set HF_TOKEN"
+    return message
+
+
+def _gated_message(model_name: str, hub_id: str) -> str:
+    repo_url = f"https://huggingface.co/{hub_id.removeprefix('hf-hub:')}"
+    return (f"'{model_name}' ({hub_id}) is gated: accept its licence at {repo_url} with your account and set "
+            "HF_TOKEN to a read token, or pass --weights with a local copy of the checkpoint")
+
+
+def _timm_hub_id(name: str) -> str | None:
+    if name.startswith("hf-hub:"):
+        return name
+    try:
+        from timm.models import get_pretrained_cfg
+
+        cfg = get_pretrained_cfg(name)
+    except Exception:  # noqa: BLE001 - the id only decorates the error message
+        return None
+    return f"hf-hub:{cfg.hf_hub_id}" if cfg is not None and cfg.hf_hub_id else None
+
+
+def _first_line(exc: Exception) -> str:
+    return (str(exc).splitlines() or [type(exc).__name__])[0][:200]

@@ -1,23 +1,59 @@
-"""`evalsuite list`: the tasks, probe recipes and built-in models this installation knows."""
+"""`evalsuite list`: the tasks, probe recipes and registry models this installation knows."""
+
+_KINDS = ("tasks", "probes", "models")
 
 
 def add_parser(commands, common) -> None:
-    listing = commands.add_parser("list", parents=[common], help="list tasks, probes and built-in models")
-    listing.add_argument("what", nargs="?", choices=["tasks", "probes", "models"], help="only this kind")
+    listing = commands.add_parser("list", parents=[common], help="list tasks, probes and registry models")
+    listing.add_argument("what", nargs="?", choices=_KINDS, help="only this kind")
+    for kind in _KINDS:
+        listing.add_argument(f"--{kind}", dest=f"only_{kind}", action="store_true", help=f"only {kind}")
     listing.set_defaults(handler=main)
 
 
 def main(args) -> None:
-    from evalsuite.model_registry import MODELS
     from evalsuite.resources import cards_dir, recipes_dir, yaml_names
 
-    sections = {
-        "tasks": yaml_names(cards_dir()),
-        "probes": yaml_names(recipes_dir()),
-        "models": [f"{name}  ({entry.architecture}, {entry.source}; {entry.licence})" for name, entry in MODELS.items()]
-        + ["any timm architecture name, hf-hub:ORG/NAME, or ARCH --weights FILE"],
-    }
-    for section, names in sections.items():
-        if args.what in (None, section):
-            print(f"{section}:")
-            print("\n".join(f"  {name}" for name in names))
+    wanted = {kind for kind in _KINDS if getattr(args, f"only_{kind}", False) or args.what == kind} or set(_KINDS)
+    if "tasks" in wanted:
+        _print_names("tasks", yaml_names(cards_dir()))
+    if "probes" in wanted:
+        _print_names("probes", yaml_names(recipes_dir()))
+    if "models" in wanted:
+        print("models:")
+        print(_indent(models_table()))
+        print("  also: any timm architecture name, hf-hub:ORG/NAME, or ARCH --weights FILE")
+
+
+def models_table() -> str:
+    """One row per registry model: what a user needs to pick one and to compare embeddings."""
+    from evalsuite.leaderboard import format_table
+    from evalsuite.model_registry import MODELS
+
+    header = ["name", "embed dim", "tokens", "patch", "input", "licence"]
+    body = [[spec.name, str(spec.embed_dim), _tokens(spec), f"{spec.patch_size_px} px",
+             f"{spec.input_size_px} px", _licence(spec)] for spec in MODELS.values()]
+    return format_table(header, body)
+
+
+def _tokens(spec) -> str:
+    grid = "x".join(map(str, spec.grid_hw))
+    if spec.num_prefix_tokens == 0:
+        return f"{grid} feature map"
+    registers = f" + {spec.num_register_tokens} reg" if spec.num_register_tokens else ""
+    return f"1 cls{registers} + {grid} patches"
+
+
+def _licence(spec) -> str:
+    cfg = spec.pretrained_cfg
+    access = {True: "gated", False: "open", None: "gating unconfirmed"}[cfg.gated]
+    return f"{cfg.licence}; {access}"
+
+
+def _print_names(section: str, names: list[str]) -> None:
+    print(f"{section}:")
+    print("\n".join(f"  {name}" for name in names))
+
+
+def _indent(text: str) -> str:
+    return "\n".join(f"  {line}" for line in text.splitlines())

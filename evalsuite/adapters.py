@@ -1,0 +1,144 @@
+"""Checkpoints of other ViT implementations renamed onto timm's VisionTransformer.
+
+Pathology models are published in three layouts of the same network: timm's own, the
+original DINOv2 repository's (kaiko ViT-L/14 release) and Hugging Face transformers' ViT /
+DINOv2 (Phikon, Phikon-v2, Hibou, Midnight). Renaming keys (and fusing q/k/v) lets one timm
+module and one `forward_features` serve all of them, so transformers is not needed to run
+them. The layout is recognised from the keys, so a timm port of a transformers model loads too.
+
+Position embeddings trained at another resolution are resampled to the model's grid the way
+DINOv2 and transformers do it at run time (bicubic, no antialiasing).
+"""
+
+import math
+import re
+
+import torch
+
+from evalsuite.errors import EvalsuiteError
+
+_HF_PATCH_KEY = "embeddings.patch_embeddings.projection.weight"
+# transformers 4.x layer names (what the hub checkpoints hold) and 5.x names, onto timm's.
+_HF_LAYER_RENAMES = {
+    "layernorm_before": "norm1", "norm1": "norm1",
+    "layernorm_after": "norm2", "norm2": "norm2",
+    "attention.output.dense": "attn.proj", "attention.o_proj": "attn.proj",
+    "intermediate.dense": "mlp.fc1", "output.dense": "mlp.fc2",
+    "mlp.fc1": "mlp.fc1", "mlp.fc2": "mlp.fc2",
+    "mlp.weights_in": "mlp.fc1", "mlp.weights_out": "mlp.fc2", "mlp.down_proj": "mlp.fc2",
+    "layer_scale1": "ls1", "layer_scale2": "ls2",
+}
+_HF_QKV = {"attention.attention.query": 0, "attention.attention.key": 1, "attention.attention.value": 2,
+           "attention.q_proj": 0, "attention.k_proj": 1, "attention.v_proj": 2}
+# transformers 5 splits the packed SwiGLU input projection; timm's packed layer wants [gate; up].
+_HF_SWIGLU = {"mlp.gate_proj": 0, "mlp.up_proj": 1}
+_HF_EMBEDDINGS = {
+    "embeddings.cls_token": "cls_token",
+    "embeddings.position_embeddings": "pos_embed",
+    "embeddings.register_tokens": "reg_token",
+    "embeddings.patch_embeddings.projection.weight": "patch_embed.proj.weight",
+    "embeddings.patch_embeddings.projection.bias": "patch_embed.proj.bias",
+    "layernorm.weight": "norm.weight",
+    "layernorm.bias": "norm.bias",
+}
+_HF_LAYER = re.compile(r"^(?:encoder\.layer|layers)\.(\d+)\.(.+)\.(weight|bias|lambda1)$")
+
+
+def checkpoint_layout(state: dict) -> str:
+    """'timm', 'dinov2' (facebookresearch/dinov2) or 'transformers'."""
+    if any(key.endswith(_HF_PATCH_KEY) for key in state):
+        return "transformers"
+    if "mask_token" in state and "patch_embed.proj.weight" in state:
+        return "dinov2"
+    return "timm"
+
+
+def to_timm_vit(state: dict, model) -> dict:
+    """`state` in any known layout, renamed and resized for the timm ViT `model`."""
+    layout = checkpoint_layout(state)
+    if layout == "transformers":
+        state = _from_transformers(state)
+    elif layout == "dinov2":
+        state = _from_dinov2(state)
+    if layout != "timm" and getattr(model, "no_embed_class", False):
+        state = _fuse_class_position(state)
+    return fit_pos_embed(state, model)
+
+
+def fit_pos_embed(state: dict, model) -> dict:
+    """Resample `pos_embed` to the model's patch grid when the checkpoint was trained at another size."""
+    source = state.get("pos_embed")
+    target = getattr(model, "pos_embed", None)
+    if source is None or target is None or source.shape == target.shape:
+        return state
+    prefix = 0 if getattr(model, "no_embed_class", False) else model.num_prefix_tokens
+    old_side = math.isqrt(source.shape[1] - prefix)
+    if old_side * old_side != source.shape[1] - prefix or source.shape[2] != target.shape[2]:
+        raise EvalsuiteError(
+            f"checkpoint position embeddings {tuple(source.shape)} do not fit the model's {tuple(target.shape)}; "
+            "check --model matches the checkpoint's architecture"
+        )
+    from timm.layers import resample_abs_pos_embed
+
+    resampled = resample_abs_pos_embed(
+        source.float(), new_size=list(model.patch_embed.grid_size), old_size=[old_side, old_side],
+        num_prefix_tokens=prefix, interpolation="bicubic", antialias=False,
+    )
+    return {**state, "pos_embed": resampled.to(source.dtype)}
+
+
+def _from_transformers(state: dict) -> dict:
+    prefix = next(key for key in state if key.endswith(_HF_PATCH_KEY))[: -len(_HF_PATCH_KEY)]
+    out, qkv, swiglu = {}, {}, {}
+    for key, value in state.items():
+        if not key.startswith(prefix):
+            continue  # classification heads and other modules around the backbone
+        key = key[len(prefix):]
+        if key in _HF_EMBEDDINGS:
+            out[_HF_EMBEDDINGS[key]] = value
+            continue
+        match = _HF_LAYER.match(key)
+        if match is None:
+            continue  # mask_token (masked-image pre-training only) and the pooler
+        layer, module, param = match.groups()
+        if module in _HF_QKV:
+            qkv.setdefault((layer, param), [None] * 3)[_HF_QKV[module]] = value
+        elif module in _HF_SWIGLU:
+            swiglu.setdefault((layer, param), [None] * 2)[_HF_SWIGLU[module]] = value
+        elif module in _HF_LAYER_RENAMES:
+            name = _HF_LAYER_RENAMES[module]
+            out[f"blocks.{layer}.{name}.{'gamma' if param == 'lambda1' else param}"] = value
+        else:
+            raise EvalsuiteError(f"unrecognised transformers ViT key '{prefix}{key}'; this checkpoint layout is "
+                                 "not supported, convert it to timm keys")
+    out.update(_concatenated(qkv, "attn.qkv", "query/key/value"))
+    out.update(_concatenated(swiglu, "mlp.fc1", "gate/up"))
+    return out
+
+
+def _concatenated(parts: dict, name: str, what: str) -> dict:
+    out = {}
+    for (layer, param), tensors in parts.items():
+        if any(t is None for t in tensors):
+            raise EvalsuiteError(f"layer {layer} of the checkpoint lacks part of its {what} {param}s")
+        out[f"blocks.{layer}.{name}.{param}"] = torch.cat(tensors, dim=0)
+    return out
+
+
+def _from_dinov2(state: dict) -> dict:
+    out = {}
+    for key, value in state.items():
+        if key == "mask_token":
+            continue
+        if key == "register_tokens":
+            key = "reg_token"
+        out[re.sub(r"\.mlp\.w12\.", ".mlp.fc1.", re.sub(r"\.mlp\.w3\.", ".mlp.fc2.", key))] = value
+    return out
+
+
+def _fuse_class_position(state: dict) -> dict:
+    """DINOv2 adds a position to the class token; timm's no_embed_class ViTs fold it into the token."""
+    pos_embed, cls_token = state.get("pos_embed"), state.get("cls_token")
+    if pos_embed is None or cls_token is None:
+        return state
+    return {**state, "cls_token": cls_token + pos_embed[:, :1], "pos_embed": pos_embed[:, 1:]}
