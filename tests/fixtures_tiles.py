@@ -12,6 +12,8 @@ import h5py
 import numpy as np
 from PIL import Image
 
+from conftest import leaderboard_rows, run_cli
+
 BACH_PREFIX = {"Benign": "b", "InSitu": "is", "Invasive": "iv", "Normal": "n"}
 # One image per split and class: numbers that the BACH split puts in train, val and test.
 BACH_NUMBERS = {"Benign": [1, 91, 42], "InSitu": [1, 88, 40], "Invasive": [59, 100, 73], "Normal": [45, 90, 46]}
@@ -52,7 +54,7 @@ def make_crc(root: Path, train_per_class: int = 3, test_per_class: int = 1, size
         for class_name in CRC_CLASSES:
             for _ in range(count):
                 tag = "".join(rng.choice(list("ABCDEFGHIJKLMNOPQRSTUVWXYZ"), 8))
-                write_image(Path(root) / folder / class_name / f"{class_name}-{tag}.tif", size, seed=len(tag))
+                write_image(Path(root) / folder / class_name / f"{class_name}-{tag}.tif", size, seed=int(rng.integers(1 << 30)))
     return Path(root)
 
 
@@ -118,3 +120,13 @@ def make_breakhis(root: Path, patients=BREAKHIS_PATIENTS, per_patient: int = 2, 
             write_image(breakhis_file(root, *patient, number), size, seed=p * 10 + number)
         write_image(breakhis_file(root, *patient, 1, magnification="100"), size, seed=p)  # must be ignored
     return Path(root)
+
+
+def run_card(task: str, data_root: Path, out: Path, sizes: dict) -> None:
+    """`evalsuite run` of a shipped card on a fixture (kNN, no workers); checks the samples per split."""
+    result = run_cli("run", "--task", task, "--data-root", data_root, "--no-count-check", "--out", out,
+                     "--probes", "knn", "--num-workers", "0", "--batch-size", "16")
+    assert result.returncode == 0, result.stderr
+    rows = [row for row in leaderboard_rows(out) if row["task"] == task]
+    assert {row["split"]: int(row["n_samples"]) for row in rows} == sizes
+    assert {row["probe"] for row in rows} == {"knn"}

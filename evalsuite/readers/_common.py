@@ -6,6 +6,7 @@ data on disk is an EvalsuiteError of one line naming the file or the expected pa
 """
 
 import contextlib
+import warnings
 from pathlib import Path
 
 import numpy as np
@@ -98,10 +99,23 @@ def _pixel_limit(max_pixels):
         Image.MAX_IMAGE_PIXELS = saved
 
 
-def open_rgb(path: Path, max_pixels=Image.MAX_IMAGE_PIXELS) -> Image.Image:
-    """Decode an image file to RGB; an unreadable or corrupt file is an error naming it."""
+def open_rgb(path: Path, max_pixels=Image.MAX_IMAGE_PIXELS, preprocess=None) -> Image.Image:
+    """Decode an image file to RGB and apply `preprocess`; an unreadable or corrupt file is an error naming it."""
+    # Pillow warns (e.g. "Corrupt EXIF data") on stderr per file; the error below, if any, says it once.
+    with warnings.catch_warnings(), _pixel_limit(max_pixels):
+        warnings.simplefilter("ignore", UserWarning)
+        image = _decode_rgb(path)
+        if preprocess is None:
+            return image
+        try:
+            return preprocess(image)
+        except ValueError as exc:
+            raise EvalsuiteError(f"cannot preprocess image {path}: {exc}") from None
+
+
+def _decode_rgb(path: Path) -> Image.Image:
     try:
-        with _pixel_limit(max_pixels), Image.open(path) as image:
+        with Image.open(path) as image:
             return image.convert("RGB")
     except FileNotFoundError:
         raise EvalsuiteError(f"missing image {path}; the file list changed since the task was read") from None
@@ -121,7 +135,7 @@ class CenterCrop:
         width, height = image.size
         side = self.size or min(width, height)
         if side > min(width, height):
-            raise EvalsuiteError(f"image of {width}x{height} px is smaller than the card's crop_px ({side})")
+            raise ValueError(f"{width}x{height} px is smaller than reader.args.crop_px ({side}); lower crop_px")
         left, top = (width - side) // 2, (height - side) // 2
         return image.crop((left, top, left + side, top + side))
 
@@ -152,9 +166,7 @@ class ImageFileDataset(torch.utils.data.Dataset):
         return len(self.paths)
 
     def __getitem__(self, index: int):
-        image = open_rgb(self.paths[index], self.max_pixels)
-        if self.preprocess is not None:
-            image = self.preprocess(image)
+        image = open_rgb(self.paths[index], self.max_pixels, self.preprocess)
         return self.transform(image), int(self.labels[index])
 
 
