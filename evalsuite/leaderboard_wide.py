@@ -62,7 +62,7 @@ def build_wide_table(rows: list[dict], split: str = "test", metric: str | None =
     metrics = _metric_per_task(rows, metric, source)
     _check_known(split, {r["split"] for r in rows}, "split", source)
     scores = _scores(rows, metrics)
-    cells = {key: _cell(scores, key, split, source) for key in {(m, t) for m, t, _, _ in scores}}
+    cells = {key: _cell(scores, key, probes, split, source) for key, probes in _probes_per_cell(scores, split).items()}
     tasks = sorted(metrics)
     table_rows = _ranked_rows(cells, tasks)
     weights = _weights_by_model(rows)
@@ -120,11 +120,17 @@ def _scores(rows: list[dict], metrics: dict) -> dict:
     return scores
 
 
-def _cell(scores: dict, key: tuple, split: str, source: str) -> Cell | None:
+def _probes_per_cell(scores: dict, split: str) -> dict:
+    """(model, task) -> the probes with scores on `split`, sorted."""
+    probes = defaultdict(set)
+    for model, task, probe, score_split in scores:
+        if score_split == split:
+            probes[(model, task)].add(probe)
+    return {key: sorted(names) for key, names in probes.items()}
+
+
+def _cell(scores: dict, key: tuple, probes: list, split: str, source: str) -> Cell:
     model, task = key
-    probes = sorted({p for m, t, p, s in scores if (m, t, s) == (model, task, split)})
-    if not probes:
-        return None
     probe = probes[0] if len(probes) == 1 else _probe_chosen_on_val(scores, model, task, probes, source)
     values = scores[(model, task, probe, split)]
     seeds = tuple(sorted(values))
@@ -146,8 +152,7 @@ def _probe_chosen_on_val(scores: dict, model: str, task: str, probes: list, sour
 def _ranked_rows(cells: dict, tasks: list) -> list[ModelRow]:
     by_model = defaultdict(dict)
     for (model, task), cell in cells.items():
-        if cell is not None:
-            by_model[model][task] = cell
+        by_model[model][task] = cell
     for task in tasks:
         _rank_task(by_model, task)
     rows = [_model_row(model, task_cells, tasks) for model, task_cells in by_model.items()]
