@@ -24,6 +24,12 @@ def test_val_is_a_seeded_stratified_share_of_the_train_folder(tmp_path):
     assert other_seed.splits["val"][0] != val[0]
 
 
+def test_hidden_files_are_not_samples(tmp_path):
+    root = make_crc(tmp_path, size=(8, 8))
+    (root / "CRC-VAL-HE-7K" / "TUM" / "._TUM-AAAAAAAA.tif").write_bytes(b"macOS resource fork")
+    assert len(CrcReader(load_card("crc"), root, check_counts=False).splits["test"][0]) == 9
+
+
 def test_official_counts_are_checked(tmp_path):
     with pytest.raises(EvalsuiteError, match="NCT-CRC-HE-100K has 27 images but the official dataset has 100000"):
         CrcReader(load_card("crc"), make_crc(tmp_path, size=(8, 8)))

@@ -36,8 +36,9 @@ def require_file(path: Path, task: str, layout: str) -> Path:
 
 
 def list_files(folder: Path, suffix: str) -> list[Path]:
-    """Files in `folder` ending in `suffix` (case-insensitive), sorted by name."""
-    return sorted(p for p in folder.iterdir() if p.is_file() and p.name.lower().endswith(suffix))
+    """Files in `folder` ending in `suffix` (case-insensitive), sorted by name; hidden files (`._x.tif`) are skipped."""
+    return sorted(p for p in folder.iterdir()
+                  if p.is_file() and p.name.lower().endswith(suffix) and not p.name.startswith("."))
 
 
 def class_folder_samples(root: Path, classes: list, suffix: str, task: str, layout: str):

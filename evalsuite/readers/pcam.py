@@ -36,20 +36,23 @@ class LazyH5:
 
     def __init__(self, path: Path, key: str):
         self.path, self.key = Path(path), key
-        self._pid, self._file = None, None
+        self._pid, self._file, self._dataset = None, None, None
 
     def file(self) -> h5py.File:
         if self._pid != os.getpid():
             # A forked child inherits the parent's handle: never read through it, open our own.
-            self._file = _open_h5(self.path)
+            self._file, self._dataset = _open_h5(self.path), None
             self._pid = os.getpid()
         return self._file
 
     def get(self) -> h5py.Dataset:
-        return self.file()[self.key]
+        file = self.file()
+        if self._dataset is None:
+            self._dataset = file[self.key]
+        return self._dataset
 
     def __getstate__(self) -> dict:
-        return {"path": self.path, "key": self.key, "_pid": None, "_file": None}
+        return {"path": self.path, "key": self.key, "_pid": None, "_file": None, "_dataset": None}
 
 
 def _open_h5(path: Path) -> h5py.File:
