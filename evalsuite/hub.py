@@ -75,14 +75,16 @@ def create_from_hub(name: str, **kwargs):
     """timm.create_model with pretrained weights from the hub, or a one-line error."""
     import timm
 
+    offline_reason = ""
     try:
-        with _offline_if_unreachable():
+        with _offline_if_unreachable() as offline_reason:
             return timm.create_model(name, pretrained=True, **kwargs)
     except Exception as exc:  # noqa: BLE001 - hub, network and auth errors all need the same advice
         hub_id = _timm_hub_id(name)
         where = f" ({hub_id})" if hub_id else ""
         raise EvalsuiteError(
-            f"could not fetch pretrained weights for '{name}'{where} from the Hugging Face Hub ({_first_line(exc)}); "
+            f"could not fetch pretrained weights for '{name}'{where} from the Hugging Face Hub "
+            f"({offline_reason or _first_line(exc)}); "
             "pass --weights /path/to/weights.safetensors with a timm architecture name as --model, "
             "or --random-init for a baseline; gated repositories also need their licence accepted and HF_TOKEN set"
         ) from None
