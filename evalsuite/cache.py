@@ -1,16 +1,25 @@
-"""On-disk float16 feature caches, one folder per cache key.
+"""On-disk float16 feature caches: chunked, checksummed, resumable, shared safely between processes.
 
-A cache folder holds `features.npy` (float16, [N, D]), `labels.npy` (int64, [N]) and
-`meta.json` (key fields, shape, dtype, versions). It is written in a temporary folder and
-renamed into place, so a reader sees a whole cache or none, and a killed writer leaves no
-half-cache behind under the real key.
+One folder per cache key under `<out>/cache/`:
+- `features.npy`: float16 [N, *row_shape], allocated at full size when extraction starts and
+  filled chunk by chunk with positioned writes (no mapping, so the writer's RSS stays flat);
+- `labels.npy`: int64 [N];
+- `manifest.json`: key fields, shape, dtype, chunk table (rows, sha256, done), completeness,
+  library versions. It is replaced atomically (temp file + fsync + rename) after each chunk is
+  on disk, so a process killed at any moment leaves a manifest that names only chunks whose
+  bytes are durable. A rerun continues from the first unfinished chunk.
+Readers accept only complete caches. An exclusive lock per key makes a second process asking
+for the same key wait, then reuse what the first one wrote.
 """
 
+import contextlib
+import fcntl
 import hashlib
 import json
+import mmap
 import os
 import shutil
-import uuid
+import time
 from pathlib import Path
 
 import numpy as np
@@ -20,13 +29,128 @@ from evalsuite.errors import EvalsuiteError
 CACHE_DTYPE = np.float16
 FEATURES_FILE = "features.npy"
 LABELS_FILE = "labels.npy"
-META_FILE = "meta.json"
+MANIFEST_FILE = "manifest.json"
+MANIFEST_VERSION = 1
+_LOCK_DIR = ".locks"
 
 
 def cache_key(fields: dict) -> str:
     """A stable hash of everything that changes the cached numbers."""
     blob = json.dumps(fields, sort_keys=True, separators=(",", ":")).encode()
     return hashlib.sha256(blob).hexdigest()[:24]
+
+
+def chunk_bounds(samples: int, chunk_rows: int) -> list[tuple[int, int]]:
+    return [(start, min(start + chunk_rows, samples)) for start in range(0, samples, chunk_rows)]
+
+
+def write_json_atomic(path: Path, payload: dict) -> None:
+    staging = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    with open(staging, "w") as handle:
+        json.dump(payload, handle, indent=1, sort_keys=True)
+        handle.flush()
+        os.fsync(handle.fileno())
+    os.replace(staging, path)
+    _fsync_dir(path.parent)
+
+
+def _fsync_dir(folder: Path) -> None:
+    descriptor = os.open(folder, os.O_RDONLY)
+    try:
+        os.fsync(descriptor)
+    finally:
+        os.close(descriptor)
+
+
+class MemmapFeatures:
+    """Read-only memory-mapped features that give back the pages of every batch they read.
+
+    Without this, a probe streaming over a memory map keeps every page it touched mapped,
+    and the process's RSS climbs to the size of the cache even though it only needs a batch.
+    """
+
+    def __init__(self, path: Path):
+        self.array = np.load(path, mmap_mode="r")
+        self.shape, self.dtype, self.ndim = self.array.shape, self.array.dtype, self.array.ndim
+        self._row_bytes = int(np.prod(self.shape[1:], dtype=np.int64)) * self.dtype.itemsize
+        # numpy maps from the allocation-granularity boundary below the data offset.
+        self._data_start = self.array.offset % mmap.ALLOCATIONGRANULARITY
+
+    def __len__(self) -> int:
+        return self.shape[0]
+
+    def __getitem__(self, index):
+        rows = np.array(self.array[index])
+        self._release(_index_runs(index, len(self)))
+        return rows
+
+    def _release(self, runs) -> None:
+        mapping = getattr(self.array, "_mmap", None)
+        if mapping is None:
+            return
+        for first, last in runs:
+            begin = self._data_start + first * self._row_bytes
+            end = min(self._data_start + (last + 1) * self._row_bytes, len(mapping))
+            begin -= begin % mmap.PAGESIZE
+            mapping.madvise(mmap.MADV_DONTNEED, begin, end - begin)
+
+
+def _index_runs(index, length: int) -> list[tuple[int, int]]:
+    """(first, last) row runs covered by a slice or an index array, consecutive rows merged."""
+    if isinstance(index, slice):
+        start, stop, step = index.indices(length)
+        if step == 1:
+            return [(start, stop - 1)] if stop > start else []
+        index = np.arange(start, stop, step)
+    ordered = np.unique(np.atleast_1d(np.asarray(index)) % length)
+    if len(ordered) == 0:
+        return []
+    run_starts = np.flatnonzero(np.diff(ordered, prepend=-2) != 1)
+    run_lasts = np.append(run_starts[1:], len(ordered)) - 1
+    return [(int(ordered[a]), int(ordered[b])) for a, b in zip(run_starts, run_lasts)]
+
+
+class CacheWriter:
+    """Fills one cache folder chunk by chunk; see the module docstring for the guarantees."""
+
+    def __init__(self, folder: Path, manifest: dict):
+        self.folder = folder
+        self.manifest = manifest
+
+    @property
+    def row_shape(self) -> tuple:
+        return tuple(self.manifest["shape"][1:])
+
+    def pending_chunks(self) -> list[tuple[int, int, int]]:
+        return [(i, c["start"], c["stop"]) for i, c in enumerate(self.manifest["chunks"]) if not c["done"]]
+
+    def write_chunk(self, index: int, rows: np.ndarray) -> None:
+        chunk = self.manifest["chunks"][index]
+        if rows.dtype != CACHE_DTYPE or rows.shape != (chunk["stop"] - chunk["start"], *self.row_shape):
+            raise ValueError(f"chunk {index} expects float16 {(chunk['stop'] - chunk['start'], *self.row_shape)}, "
+                             f"got {rows.dtype}{rows.shape}")
+        payload = np.ascontiguousarray(rows).tobytes()
+        offset = self.manifest["data_offset_bytes"] + chunk["start"] * self._row_bytes()
+        descriptor = os.open(self.folder / FEATURES_FILE, os.O_WRONLY)
+        try:
+            written = 0
+            while written < len(payload):
+                written += os.pwrite(descriptor, payload[written:], offset + written)
+            os.fsync(descriptor)
+        finally:
+            os.close(descriptor)
+        chunk.update(done=True, sha256=hashlib.sha256(payload).hexdigest(),
+                     written_utc=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()))
+        write_json_atomic(self.folder / MANIFEST_FILE, self.manifest)
+
+    def finish(self) -> None:
+        if self.pending_chunks():
+            raise RuntimeError("cannot finish a cache with unfinished chunks")
+        self.manifest["complete"] = True
+        write_json_atomic(self.folder / MANIFEST_FILE, self.manifest)
+
+    def _row_bytes(self) -> int:
+        return int(np.prod(self.row_shape, dtype=np.int64)) * np.dtype(CACHE_DTYPE).itemsize
 
 
 class FeatureCache:
@@ -36,48 +160,102 @@ class FeatureCache:
     def folder(self, key: str) -> Path:
         return self.root / key
 
-    def load(self, key: str):
-        """(features memory-mapped read-only, labels) or None when the key is not cached."""
-        folder = self.folder(key)
-        if not (folder / META_FILE).is_file():
+    @contextlib.contextmanager
+    def lock(self, key: str):
+        """Exclusive per-key lock; a second process blocks here until the first is done."""
+        lock_dir = self.root / _LOCK_DIR
+        lock_dir.mkdir(parents=True, exist_ok=True)
+        with open(lock_dir / f"{key}.lock", "a") as handle:
+            fcntl.flock(handle.fileno(), fcntl.LOCK_EX)
+            try:
+                yield
+            finally:
+                fcntl.flock(handle.fileno(), fcntl.LOCK_UN)
+
+    def manifest(self, key: str) -> dict | None:
+        path = self.folder(key) / MANIFEST_FILE
+        if not path.is_file():
             return None
         try:
-            features = np.load(folder / FEATURES_FILE, mmap_mode="r")
+            return json.loads(path.read_text())
+        except ValueError:
+            raise EvalsuiteError(f"feature cache manifest {path} is corrupt; remove it with "
+                                 f"`evalsuite cache rm {key}` and rerun") from None
+
+    def is_complete(self, key: str) -> bool:
+        manifest = self.manifest(key)
+        return bool(manifest and manifest.get("complete"))
+
+    def open(self, key: str, mode: str = "memmap"):
+        """(features, labels) of a complete cache: features in host RAM (`ram`) or memory-mapped."""
+        folder = self.folder(key)
+        if not self.is_complete(key):
+            return None
+        try:
+            features = np.load(folder / FEATURES_FILE) if mode == "ram" else MemmapFeatures(folder / FEATURES_FILE)
             labels = np.load(folder / LABELS_FILE)
         except (OSError, ValueError) as exc:
-            raise EvalsuiteError(f"feature cache {folder} is unreadable ({exc}); delete that folder and rerun") from None
-        if features.dtype != CACHE_DTYPE or features.ndim != 2 or len(features) != len(labels):
-            raise EvalsuiteError(
-                f"feature cache {folder} has features {features.dtype}{features.shape} for {len(labels)} labels; "
-                "delete that folder and rerun"
-            )
+            raise EvalsuiteError(f"feature cache {folder} is unreadable ({exc}); remove it with "
+                                 f"`evalsuite cache rm {key}` and rerun") from None
+        if features.dtype != CACHE_DTYPE or len(features) != len(labels):
+            raise EvalsuiteError(f"feature cache {folder} has features {features.dtype}{features.shape} for "
+                                 f"{len(labels)} labels; remove it with `evalsuite cache rm {key}` and rerun")
         return features, labels
 
-    def save(self, key: str, features: np.ndarray, labels: np.ndarray, meta: dict) -> Path:
-        if features.dtype != CACHE_DTYPE:
-            raise TypeError(f"cache features must be {np.dtype(CACHE_DTYPE).name}, got {features.dtype}")
-        self.root.mkdir(parents=True, exist_ok=True)
-        final = self.folder(key)
-        staging = self.root / f".{key}.{uuid.uuid4().hex}.tmp"
-        staging.mkdir()
-        try:
-            np.save(staging / FEATURES_FILE, features)
-            np.save(staging / LABELS_FILE, labels.astype(np.int64, copy=False))
-            meta = {**meta, "shape": list(features.shape), "dtype": np.dtype(CACHE_DTYPE).name}
-            (staging / META_FILE).write_text(json.dumps(meta, indent=2, sort_keys=True))
-            _fsync_folder_files(staging)
-            try:
-                os.rename(staging, final)
-            except OSError:
-                # Another process finished the same key first; its cache is identical.
-                if not (final / META_FILE).is_file():
-                    raise
-        finally:
-            shutil.rmtree(staging, ignore_errors=True)
-        return final
+    def start_or_resume(self, key: str, shape: tuple, labels: np.ndarray, fields: dict, chunk_rows: int,
+                        versions: dict) -> CacheWriter:
+        """A writer for the key: resumed when an unfinished cache of the same shape and chunking exists."""
+        folder = self.folder(key)
+        existing = self.manifest(key)
+        if existing and existing["shape"] == list(shape) and existing["chunk_rows"] == chunk_rows \
+                and (folder / FEATURES_FILE).is_file():
+            writer = CacheWriter(folder, existing)
+            self._forget_corrupt_chunks(writer)
+            return writer
+        shutil.rmtree(folder, ignore_errors=True)
+        folder.mkdir(parents=True)
+        features = np.lib.format.open_memmap(folder / FEATURES_FILE, mode="w+", dtype=CACHE_DTYPE, shape=tuple(shape))
+        data_offset_bytes = int(features.offset)
+        del features  # the file now has its header and full (sparse) size; chunks are written with pwrite
+        np.save(folder / LABELS_FILE, np.asarray(labels, dtype=np.int64))
+        manifest = {
+            "manifest_version": MANIFEST_VERSION, "key": key, "fields": fields, "shape": list(shape),
+            "dtype": np.dtype(CACHE_DTYPE).name, "chunk_rows": chunk_rows, "data_offset_bytes": data_offset_bytes,
+            "labels_sha256": hashlib.sha256((folder / LABELS_FILE).read_bytes()).hexdigest(),
+            "chunks": [{"start": a, "stop": b, "done": False} for a, b in chunk_bounds(shape[0], chunk_rows)],
+            "complete": False, "versions": versions,
+        }
+        write_json_atomic(folder / MANIFEST_FILE, manifest)
+        return CacheWriter(folder, manifest)
+
+    def _forget_corrupt_chunks(self, writer: CacheWriter) -> None:
+        """A chunk whose bytes no longer match its checksum is extracted again."""
+        for index in corrupt_chunks(writer.folder, writer.manifest):
+            writer.manifest["chunks"][index]["done"] = False
+
+    def keys(self) -> list[str]:
+        if not self.root.is_dir():
+            return []
+        return sorted(p.name for p in self.root.iterdir() if p.is_dir() and not p.name.startswith("."))
+
+    def size_bytes(self, key: str) -> int:
+        return sum(p.stat().st_blocks * 512 for p in self.folder(key).iterdir() if p.is_file())
+
+    def remove(self, key: str) -> None:
+        with self.lock(key):
+            shutil.rmtree(self.folder(key))
 
 
-def _fsync_folder_files(folder: Path) -> None:
-    for path in folder.iterdir():
-        with open(path, "rb") as handle:
-            os.fsync(handle.fileno())
+def corrupt_chunks(folder: Path, manifest: dict) -> list[int]:
+    """Indices of chunks marked done whose bytes on disk do not match their recorded sha256."""
+    row_bytes = int(np.prod(manifest["shape"][1:], dtype=np.int64)) * np.dtype(manifest["dtype"]).itemsize
+    bad = []
+    with open(folder / FEATURES_FILE, "rb") as handle:
+        for index, chunk in enumerate(manifest["chunks"]):
+            if not chunk["done"]:
+                continue
+            handle.seek(manifest["data_offset_bytes"] + chunk["start"] * row_bytes)
+            payload = handle.read((chunk["stop"] - chunk["start"]) * row_bytes)
+            if hashlib.sha256(payload).hexdigest() != chunk.get("sha256"):
+                bad.append(index)
+    return bad

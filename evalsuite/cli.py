@@ -22,6 +22,14 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _one_line(exc: Exception) -> str:
+    """The user's message, also when a DataLoader worker wrapped it in its traceback text."""
+    lines = [line for line in str(exc).splitlines() if line.strip()]
+    if len(lines) > 1 and any("Original Traceback" in line for line in lines):
+        return lines[-1].split(": ", 1)[-1]
+    return " ".join(line.strip() for line in lines)
+
+
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     try:
@@ -29,7 +37,7 @@ def main(argv: list[str] | None = None) -> int:
     except EvalsuiteError as exc:
         if args.debug:
             raise
-        print(f"evalsuite: error: {exc}", file=sys.stderr)
+        print(f"evalsuite: error: {_one_line(exc)}", file=sys.stderr)
         return exc.exit_code
     except KeyboardInterrupt:
         print("evalsuite: interrupted", file=sys.stderr)

@@ -1,10 +1,15 @@
-"""Feature extraction: a frozen backbone over a dataset into a preallocated float16 array.
+"""Feature extraction: a frozen backbone over a dataset into a chunked float16 cache.
 
-Rows are written into an array allocated once for the whole split: collecting per-batch
-tensors and concatenating them would hold two copies of the cache at the peak.
+Batches never straddle a chunk, so the batches of a resumed run are exactly those of an
+uninterrupted one and the cache comes out bitwise identical. Each finished chunk is written
+and recorded durably before the next starts; SIGTERM or SIGUSR1 (Slurm preemption) stops the
+run after the current chunk with EXIT_PREEMPTED, and the same command resumes it.
 """
 
+import contextlib
+import signal
 import sys
+import threading
 
 import numpy as np
 import torch
@@ -15,26 +20,75 @@ from evalsuite.devices import autocast_context, loader_kwargs
 from evalsuite.errors import EvalsuiteError
 
 FLOAT16_MAX = float(np.finfo(np.float16).max)
+EXIT_PREEMPTED = 75  # EX_TEMPFAIL: try again later (the rerun resumes)
+_STOP_SIGNALS = (signal.SIGTERM, signal.SIGUSR1)
 
 
-def extract_features(backbone, dataset, device: torch.device, batch_size: int = 64, num_workers: int = 2,
-                     use_autocast: bool = True, description: str = "extract"):
-    """Return (features float16 [N, D], number of samples passed through the backbone)."""
+class Preempted(EvalsuiteError):
+    exit_code = EXIT_PREEMPTED
+
+
+class _StopRequest:
+    def __init__(self):
+        self.signal_name = None
+
+    def __call__(self, signum, _frame):
+        self.signal_name = signal.Signals(signum).name
+
+
+@contextlib.contextmanager
+def stop_after_chunk_on_signals():
+    """Turn SIGTERM/SIGUSR1 into a request honoured at the next chunk boundary."""
+    request = _StopRequest()
+    if threading.current_thread() is not threading.main_thread():
+        yield request
+        return
+    previous = {sig: signal.signal(sig, request) for sig in _STOP_SIGNALS}
+    try:
+        yield request
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+
+
+def chunk_aligned_batches(pending_chunks, batch_size: int) -> list[list[int]]:
+    return [list(range(start, min(start + batch_size, stop)))
+            for _, chunk_start, stop in pending_chunks for start in range(chunk_start, stop, batch_size)]
+
+
+def extract_to_cache(backbone, dataset, writer, device: torch.device, batch_size: int = 64, num_workers: int = 2,
+                     use_autocast: bool = True, description: str = "extract") -> int:
+    """Fill the writer's unfinished chunks; return how many samples went through the backbone."""
+    pending = writer.pending_chunks()
+    if not pending:
+        return 0
     backbone.model.to(device)
-    features = np.empty((len(dataset), backbone.embed_dim), dtype=CACHE_DTYPE)
-    loader = torch.utils.data.DataLoader(dataset, batch_size=batch_size, shuffle=False,
+    loader = torch.utils.data.DataLoader(dataset, batch_sampler=chunk_aligned_batches(pending, batch_size),
                                          **loader_kwargs(device, num_workers))
+    chunk_rows = max(stop - start for _, start, stop in pending)
+    buffer = np.empty((chunk_rows, *writer.row_shape), dtype=CACHE_DTYPE)
+    batches = iter(loader)
     forwarded = 0
-    with torch.inference_mode(), tqdm(total=len(dataset), desc=description, unit="img", leave=False,
-                                      mininterval=_progress_interval_s()) as bar:
-        for images, _ in loader:
-            with autocast_context(device, use_autocast):
-                output = backbone.pooled_features(images.to(device, non_blocking=True))
-            rows = _checked_rows(output.float(), backbone.embed_dim, forwarded, description)
-            features[forwarded : forwarded + len(rows)] = rows.to(torch.float16).cpu().numpy()
-            forwarded += len(rows)
-            bar.update(len(rows))
-    return features, forwarded
+    with stop_after_chunk_on_signals() as stop, torch.inference_mode(), \
+            tqdm(total=len(dataset), initial=len(dataset) - sum(b - a for _, a, b in pending), desc=description,
+                 unit="img", leave=False, mininterval=_progress_interval_s()) as bar:
+        for done, (index, start, stop_row) in enumerate(pending):
+            filled = 0
+            while filled < stop_row - start:
+                images, _ = next(batches)
+                with autocast_context(device, use_autocast):
+                    output = backbone.pooled_features(images.to(device, non_blocking=True))
+                rows = _checked_rows(output.float(), writer.row_shape, start + filled, description)
+                buffer[filled : filled + len(rows)] = rows.to(torch.float16).cpu().numpy()
+                filled += len(rows)
+                bar.update(len(rows))
+            writer.write_chunk(index, buffer[:filled])
+            forwarded += filled
+            if stop.signal_name and done + 1 < len(pending):
+                raise Preempted(f"{description}: stopped on {stop.signal_name} after chunk {index + 1} of "
+                                f"{len(writer.manifest['chunks'])}; rerun the same command to resume")
+    writer.finish()
+    return forwarded
 
 
 def _progress_interval_s() -> float:
@@ -42,14 +96,18 @@ def _progress_interval_s() -> float:
     return 0.1 if sys.stderr.isatty() else 10.0
 
 
-def _checked_rows(rows: torch.Tensor, embed_dim: int, offset: int, description: str) -> torch.Tensor:
-    if rows.ndim != 2 or rows.shape[1] != embed_dim:
-        raise EvalsuiteError(f"{description}: backbone returned {tuple(rows.shape)}, expected [batch, {embed_dim}]")
-    if not torch.isfinite(rows).all():
-        bad = int((~torch.isfinite(rows)).any(dim=1).nonzero()[0]) + offset
+def _checked_rows(rows: torch.Tensor, row_shape: tuple, offset: int, description: str) -> torch.Tensor:
+    if tuple(rows.shape[1:]) != tuple(row_shape):
+        raise EvalsuiteError(f"{description}: backbone returned {tuple(rows.shape)}, expected [batch, "
+                             f"{', '.join(map(str, row_shape))}]")
+    finite = torch.isfinite(rows).flatten(1).all(dim=1)
+    if not finite.all():
+        bad = int((~finite).nonzero()[0]) + offset
         raise EvalsuiteError(f"{description}: backbone produced NaN/inf features (first at sample {bad}); "
                              "check the weights, or rerun with --no-autocast")
-    if rows.abs().max() > FLOAT16_MAX:
-        raise EvalsuiteError(f"{description}: features exceed the float16 range (|x| > {FLOAT16_MAX:.0f}) and "
-                             "would overflow the float16 cache; this backbone needs feature normalisation")
+    overflow = int((rows.abs() > FLOAT16_MAX).sum())
+    if overflow:
+        raise EvalsuiteError(f"{description}: {overflow} feature values exceed the float16 range (|x| > "
+                             f"{FLOAT16_MAX:.0f}) near sample {offset} and would become inf in the float16 cache; "
+                             "this backbone's features need normalising before caching")
     return rows

@@ -13,20 +13,17 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from evalsuite.backbones import build_backbone
-from evalsuite.cache import FeatureCache, cache_key
 from evalsuite.cards import load_card
 from evalsuite.devices import resolve_device
 from evalsuite.errors import EvalsuiteError
-from evalsuite.extract import extract_features
+from evalsuite.features import prepare_features
 from evalsuite.leaderboard import LEADERBOARD_FILE, append_rows
 from evalsuite.metrics import compute_metrics
 from evalsuite.probes import PROBES
-from evalsuite.readers import build_reader, resolve_data_root
+from evalsuite.readers import build_reader
 from evalsuite.recipes import load_recipe
 from evalsuite.results import library_versions, write_run_json
-from evalsuite.transforms import build_transform, describe_transform
-
-FEATURE_SPEC = "pooled"  # the backbone's pooled embedding (timm num_classes=0 output)
+from evalsuite.transforms import describe_transform
 
 
 @dataclass
@@ -44,6 +41,9 @@ class RunConfig:
     autocast: bool = True
     data_root: str | None = None
     check_counts: bool = True
+    cache: str = "auto"  # ram | memmap | auto (the budget planner decides)
+    mem: str | None = None  # memory limit to plan for, e.g. "85G"; None: Slurm, cgroup, MemAvailable
+    chunk_rows: int | None = None  # extraction chunk; None: sized by bytes
 
 
 def run(config: RunConfig) -> dict:
@@ -57,42 +57,16 @@ def run(config: RunConfig) -> dict:
     backbone = build_backbone(config.model, config.weights, config.random_init)
     timings = {"setup_s": time.perf_counter() - started}
 
-    split_data, extracted = _cached_splits(config, card, reader, backbone, device)
+    plan, split_data, extracted, shape_probe_forwards = prepare_features(config, card, reader, backbone, device)
     timings["features_s"] = time.perf_counter() - started - timings["setup_s"]
 
     probe_results = [_run_probe(recipe, card, split_data, device, config.seed) for recipe in recipes]
     timings["probes_s"] = time.perf_counter() - started - timings["setup_s"] - timings["features_s"]
     record = _record(config, card, backbone, recipes, probe_results, extracted, timings, device)
+    record["cache"] = {"mode": plan.decision, "plan": plan.to_dict(), "shape_probe_forwards": shape_probe_forwards}
     record["results_path"] = str(write_run_json(config.out_dir, record))
     append_rows(Path(config.out_dir) / LEADERBOARD_FILE, _leaderboard_rows(record, split_data))
     return record
-
-
-def _cached_splits(config, card, reader, backbone, device):
-    cache = FeatureCache(Path(config.out_dir) / "cache")
-    transform = build_transform(backbone.data_config)
-    split_data, extracted = {}, {}
-    for split in ("train", "val", "test"):
-        fields = {
-            "model": backbone.name, "weights_id": backbone.weights_id,
-            "transform": describe_transform(backbone.data_config), "card": card.name, "card_sha256": card.sha256,
-            "data_root": str(resolve_data_root(card, config.data_root).resolve()), "split": split,
-            "feature": FEATURE_SPEC, "dtype": "float16", "autocast_bf16": config.autocast,
-        }
-        key = cache_key(fields)
-        cached = cache.load(key)
-        extracted[split] = 0
-        if cached is None:
-            dataset = reader.dataset(split, transform)
-            if len(dataset) == 0:
-                raise EvalsuiteError(f"task card {card.path}: split '{split}' has no samples")
-            features, extracted[split] = extract_features(
-                backbone, dataset, device, config.batch_size, config.num_workers, config.autocast,
-                description=f"{card.name}/{split}")
-            cache.save(key, features, dataset.labels, {"key": key, "fields": fields})
-            cached = cache.load(key)
-        split_data[split] = cached
-    return split_data, extracted
 
 
 def _run_probe(recipe, card, split_data, device, seed: int) -> dict:
@@ -115,8 +89,8 @@ def _record(config, card, backbone, recipes, probe_results, extracted, timings, 
         "config": {k: str(v) if isinstance(v, Path) else v for k, v in asdict(config).items()},
         "task": {"name": card.name, "path": str(card.path), "sha256": card.sha256,
                  "selection_metric": card.selection_metric, "classes": card.classes},
-        "model": {"name": backbone.label, "architecture_name": backbone.name, "weights_id": backbone.weights_id, "embed_dim": backbone.embed_dim,
-                  "data_config": describe_transform(backbone.data_config)},
+        "model": {"name": backbone.label, "architecture_name": backbone.name, "weights_id": backbone.weights_id,
+                  "embed_dim": backbone.embed_dim, "data_config": describe_transform(backbone.data_config)},
         "device": str(device),
         "seed": config.seed,
         "samples_extracted": extracted,

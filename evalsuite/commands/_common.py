@@ -1,3 +1,47 @@
-"""Defaults shared by several commands."""
+"""Arguments and defaults shared by the commands that build a task + backbone (run, budget)."""
+
+import os
+from pathlib import Path
+
+from evalsuite.errors import EvalsuiteError
 
 DEFAULT_OUT = "evalsuite_out"
+DEFAULT_MODEL = "efficientnet_lite0_imagenet"
+
+
+def add_task_model_args(parser) -> None:
+    parser.add_argument("--task", required=True, help="task card name (see `evalsuite list`) or path to a card .yaml")
+    parser.add_argument("--model", default=DEFAULT_MODEL,
+                     help=f"built-in name, timm architecture, or hf-hub:ORG/NAME (default {DEFAULT_MODEL})")
+    parser.add_argument("--weights", help="local checkpoint (.safetensors, .pth, .bin) for --model's architecture")
+    parser.add_argument("--random-init", action="store_true", help="randomly initialised backbone (null baseline)")
+    parser.add_argument("--out", default=DEFAULT_OUT, help=f"output folder (default ./{DEFAULT_OUT})")
+    parser.add_argument("--data-root", help="folder holding the task's data (overrides the card)")
+    parser.add_argument("--no-count-check", action="store_true",
+                     help="do not compare split sizes with the dataset's official counts (for subsets)")
+    parser.add_argument("--device", default="auto", help="auto, cpu, cuda or cuda:N (default auto)")
+    parser.add_argument("--batch-size", type=int, default=64, help="extraction batch size (default 64)")
+    parser.add_argument("--num-workers", type=int, default=min(4, os.cpu_count() or 1),
+                     help="DataLoader workers for extraction (default min(4, CPUs))")
+    parser.add_argument("--cache", choices=["auto", "ram", "memmap"], default="auto",
+                     help="hold feature caches in host RAM or memory-mapped from disk (default auto: the RAM "
+                          "budget planner decides; forcing ram over budget is refused)")
+    parser.add_argument("--mem", help="memory limit to plan for, e.g. 85G (default: the smallest of the Slurm "
+                                   "allocation, the cgroup limit and MemAvailable)")
+    parser.add_argument("--chunk-rows", type=int, help="samples per extraction chunk, the unit of resume "
+                                                    "(default: up to 4096, at most 256 MiB)")
+    parser.add_argument("--no-autocast", action="store_true", help="extract in float32 instead of bf16 autocast")
+
+
+def run_config(args, **extra):
+    """A RunConfig from parsed task/model arguments (plus command-specific fields)."""
+    from evalsuite.runner import RunConfig
+
+    if args.batch_size < 1 or args.num_workers < 0 or (args.chunk_rows is not None and args.chunk_rows < 1):
+        raise EvalsuiteError("--batch-size and --chunk-rows must be >= 1 and --num-workers >= 0")
+    return RunConfig(
+        task=args.task, model=args.model, weights=args.weights, random_init=args.random_init,
+        out_dir=Path(args.out), device=args.device, batch_size=args.batch_size, num_workers=args.num_workers,
+        autocast=not args.no_autocast, data_root=args.data_root, check_counts=not args.no_count_check,
+        cache=args.cache, mem=args.mem, chunk_rows=args.chunk_rows, **extra,
+    )

@@ -9,6 +9,7 @@ them. `check_counts` compares split sizes with the official ones where a dataset
 EvalsuiteError naming the expected path pattern.
 """
 
+import inspect
 from pathlib import Path
 
 from evalsuite.errors import EvalsuiteError
@@ -49,5 +50,11 @@ def build_reader(card, data_root: str | None = None, check_counts: bool = True):
         raise EvalsuiteError(
             f"task card {card.path}: unknown reader '{card.reader}'; known readers: {', '.join(READERS)}"
         )
-    return READERS[card.reader](card, resolve_data_root(card, data_root), check_counts=check_counts,
-                                **card.reader_args)
+    reader_cls = READERS[card.reader]
+    accepted = inspect.signature(reader_cls).parameters
+    unknown = sorted(set(card.reader_args) - set(accepted) - {"card", "data_root", "check_counts"})
+    if unknown:
+        known = sorted(set(accepted) - {"card", "data_root", "check_counts"})
+        raise EvalsuiteError(f"task card {card.path}: reader.args {', '.join(unknown)} not understood by reader "
+                             f"'{card.reader}'; it takes {', '.join(known) or 'no arguments'}")
+    return reader_cls(card, resolve_data_root(card, data_root), check_counts=check_counts, **card.reader_args)

@@ -1,0 +1,37 @@
+"""`evalsuite budget`: plan a run's memory (ram, memmap or refuse) without extracting anything.
+
+Exit code 0 for ram or memmap, EXIT_REFUSE (3) for refuse, so job scripts can gate on it.
+"""
+
+import json
+import sys
+
+
+def add_parser(commands, common) -> None:
+    from evalsuite.commands._common import add_task_model_args
+
+    budget = commands.add_parser("budget", parents=[common],
+                                 help="plan the feature caches against the host RAM budget (exit 3 = refuse)")
+    add_task_model_args(budget)
+    budget.add_argument("--json", action="store_true", help="print the plan as JSON")
+    budget.set_defaults(handler=main)
+
+
+def main(args) -> None:
+    from evalsuite.backbones import build_backbone
+    from evalsuite.budget import BudgetRefused, format_plan
+    from evalsuite.cards import load_card
+    from evalsuite.commands._common import run_config
+    from evalsuite.devices import resolve_device
+    from evalsuite.features import plan_splits
+    from evalsuite.readers import build_reader
+
+    config = run_config(args)
+    card = load_card(config.task)
+    reader = build_reader(card, config.data_root, config.check_counts)
+    backbone = build_backbone(config.model, config.weights, config.random_init)
+    plan = plan_splits(config, card, reader, backbone, resolve_device(config.device)).plan
+    print(json.dumps(plan.to_dict(), indent=2, default=str) if args.json else format_plan(plan))
+    sys.stdout.flush()
+    if plan.decision == "refuse":
+        raise BudgetRefused(f"RAM budget: {plan.reason}")

@@ -1,0 +1,86 @@
+"""`evalsuite cache ls|verify|rm`: inspect, check and remove feature caches under --out."""
+
+from pathlib import Path
+
+from evalsuite.commands._common import DEFAULT_OUT
+
+
+def add_parser(commands, common) -> None:
+    cache = commands.add_parser("cache", parents=[common], help="list, verify or remove feature caches")
+    cache.add_argument("action", choices=["ls", "verify", "rm"])
+    cache.add_argument("keys", nargs="*", help="cache keys or key prefixes (rm needs at least one; "
+                                               "ls/verify default to all)")
+    cache.add_argument("--out", default=DEFAULT_OUT, help=f"output folder (default ./{DEFAULT_OUT})")
+    cache.set_defaults(handler=main)
+
+
+def _selected(cache, prefixes: list[str]) -> list[str]:
+    from evalsuite.errors import EvalsuiteError
+
+    keys = cache.keys()
+    if not prefixes:
+        return keys
+    chosen = [k for k in keys if any(k.startswith(p) for p in prefixes)]
+    if not chosen:
+        raise EvalsuiteError(f"no cache under {cache.root} matches {', '.join(prefixes)}; see `evalsuite cache ls`")
+    return chosen
+
+
+def _status(cache, key: str) -> str:
+    manifest = cache.manifest(key)
+    if manifest is None:
+        return "no-manifest"
+    done = sum(c["done"] for c in manifest["chunks"])
+    return "complete" if manifest.get("complete") else f"partial {done}/{len(manifest['chunks'])} chunks"
+
+
+def main(args) -> None:
+    from evalsuite.budget import human_bytes
+    from evalsuite.cache import FeatureCache
+    from evalsuite.errors import EvalsuiteError
+
+    cache = FeatureCache(Path(args.out) / "cache")
+    if args.action == "rm" and not args.keys:
+        raise EvalsuiteError("cache rm needs keys or key prefixes; see `evalsuite cache ls`")
+    keys = _selected(cache, args.keys)
+    ACTIONS[args.action](cache, keys, human_bytes)
+
+
+def _ls(cache, keys, human_bytes) -> None:
+    print(f"{'key':<26}{'size':>12}  {'status':<22}{'shape':<18}task/split  model")
+    for key in keys:
+        manifest = cache.manifest(key) or {}
+        fields = manifest.get("fields", {})
+        shape = "x".join(map(str, manifest.get("shape", [])))
+        print(f"{key:<26}{human_bytes(cache.size_bytes(key)):>12}  {_status(cache, key):<22}{shape:<18}"
+              f"{fields.get('card', '?')}/{fields.get('split', '?')}  {fields.get('model', '?')}")
+
+
+def _verify(cache, keys, human_bytes) -> None:
+    from evalsuite.cache import corrupt_chunks
+    from evalsuite.errors import EvalsuiteError
+
+    problems = []
+    for key in keys:
+        manifest = cache.manifest(key)
+        if manifest is None:
+            verdict = "no manifest (not an evalsuite cache or never started)"
+        else:
+            bad = corrupt_chunks(cache.folder(key), manifest)
+            verdict = f"CORRUPT chunks {bad}" if bad else _status(cache, key)
+        print(f"{key}  {verdict}")
+        if verdict != "complete":
+            problems.append(key)
+    if problems:
+        raise EvalsuiteError(f"{len(problems)} cache(s) not complete and intact: {', '.join(problems)}; "
+                             "rerun the run to finish them or `evalsuite cache rm KEY`")
+
+
+def _rm(cache, keys, human_bytes) -> None:
+    for key in keys:
+        freed = cache.size_bytes(key)
+        cache.remove(key)
+        print(f"removed {key} ({human_bytes(freed)})")
+
+
+ACTIONS = {"ls": _ls, "verify": _verify, "rm": _rm}

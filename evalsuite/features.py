@@ -1,0 +1,105 @@
+"""Features for a run: cache keys, the RAM budget plan, extraction of what is missing, and opening.
+
+The plan is made before anything large is allocated. The row shape it needs comes from the
+manifests when every split is cached, otherwise from one real forward pass on one sample.
+"""
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+
+from evalsuite.budget import (BudgetRefused, SplitPlan, cache_bytes, extraction_working_bytes, make_plan, model_bytes,
+                              probe_working_bytes)
+from evalsuite.cache import FeatureCache, cache_key
+from evalsuite.devices import autocast_context
+from evalsuite.errors import EvalsuiteError
+from evalsuite.extract import extract_to_cache
+from evalsuite.memory_limits import memory_sources
+from evalsuite.readers import resolve_data_root
+from evalsuite.results import library_versions
+from evalsuite.transforms import build_transform, describe_transform
+
+SPLITS = ("train", "val", "test")
+FEATURE_SPEC = "pooled"  # the backbone's pooled embedding
+CHUNK_TARGET_BYTES = 256 * 1024**2
+CHUNK_MAX_ROWS = 4096
+
+
+@dataclass
+class PreparedSplits:
+    plan: object
+    keys: dict
+    datasets: dict
+    row_shape: tuple
+    shape_probe_forwards: int
+
+
+def _key_fields(config, card, backbone, split: str) -> dict:
+    return {
+        "model": backbone.name, "weights_id": backbone.weights_id,
+        "transform": describe_transform(backbone.data_config), "card": card.name, "card_sha256": card.sha256,
+        "data_root": str(resolve_data_root(card, config.data_root).resolve()), "split": split,
+        "feature": FEATURE_SPEC, "dtype": "float16", "autocast_bf16": config.autocast,
+    }
+
+
+def _row_shape(cache, keys, datasets, backbone, device, use_autocast) -> tuple[tuple, int]:
+    """(row shape, forward passes spent finding it)."""
+    for key in keys.values():
+        manifest = cache.manifest(key)
+        if manifest:
+            return tuple(manifest["shape"][1:]), 0
+    image, _ = datasets["train"][0]
+    with torch.inference_mode(), autocast_context(device, use_autocast):
+        output = backbone.pooled_features(image.unsqueeze(0).to(device))
+    return tuple(output.shape[1:]), 1
+
+
+def chunk_rows_for(row_shape, batch_size: int, requested: int | None) -> int:
+    if requested:
+        return requested
+    rows = min(CHUNK_MAX_ROWS, CHUNK_TARGET_BYTES // max(cache_bytes(1, row_shape), 1))
+    return max(batch_size, rows // batch_size * batch_size)
+
+
+def plan_splits(config, card, reader, backbone, device) -> PreparedSplits:
+    cache = FeatureCache(Path(config.out_dir) / "cache")
+    transform = build_transform(backbone.data_config)
+    keys = {split: cache_key(_key_fields(config, card, backbone, split)) for split in SPLITS}
+    datasets = {split: reader.dataset(split, transform) for split in SPLITS}
+    for split, dataset in datasets.items():
+        if len(dataset) == 0:
+            raise EvalsuiteError(f"task card {card.path}: split '{split}' has no samples")
+    row_shape, forwards = _row_shape(cache, keys, datasets, backbone, device, config.autocast)
+    split_plans = [SplitPlan(split, len(datasets[split]), list(row_shape), cache_bytes(len(datasets[split]), row_shape),
+                             cache.is_complete(keys[split])) for split in SPLITS]
+    chunk_rows = chunk_rows_for(row_shape, config.batch_size, config.chunk_rows)
+    plan = make_plan(
+        split_plans, memory_sources(config.mem), model_bytes(backbone.model), probe_working_bytes(row_shape),
+        extraction_working_bytes(backbone.data_config["input_size"], config.batch_size, config.num_workers,
+                                 chunk_rows, row_shape),
+        cache.root, requested=config.cache)
+    return PreparedSplits(plan, keys, datasets, row_shape, forwards)
+
+
+def prepare_features(config, card, reader, backbone, device):
+    """(plan, {split: (features, labels)}, {split: samples extracted}, shape-probe forward passes)."""
+    prepared = plan_splits(config, card, reader, backbone, device)
+    if prepared.plan.decision == "refuse":
+        raise BudgetRefused(f"RAM budget: {prepared.plan.reason}")
+    cache = FeatureCache(Path(config.out_dir) / "cache")
+    chunk_rows = chunk_rows_for(prepared.row_shape, config.batch_size, config.chunk_rows)
+    extracted, opened = {}, {}
+    for split in SPLITS:
+        key, dataset = prepared.keys[split], prepared.datasets[split]
+        with cache.lock(key):
+            extracted[split] = 0
+            if not cache.is_complete(key):
+                writer = cache.start_or_resume(key, (len(dataset), *prepared.row_shape), dataset.labels,
+                                               _key_fields(config, card, backbone, split), chunk_rows,
+                                               library_versions())
+                extracted[split] = extract_to_cache(backbone, dataset, writer, device, config.batch_size,
+                                                    config.num_workers, config.autocast, f"{card.name}/{split}")
+        opened[split] = cache.open(key, prepared.plan.decision)
+    return prepared.plan, opened, extracted, prepared.shape_probe_forwards
