@@ -32,28 +32,22 @@ def _randomised(module: torch.nn.Module, seed: int = 0) -> torch.nn.Module:
 
 def _hub_layout(state: dict) -> dict:
     """transformers 5 names back to the 4.x names the hub checkpoints were saved with."""
-    out = {}
+    out, vit = {}, any("layernorm_before" in k for k in state)
     for key, value in state.items():
         key = re.sub(r"^layers\.", "encoder.layer.", key)
         key = re.sub(r"attention\.([qkv])_proj", lambda m: {"q": "attention.attention.query", "k":
                      "attention.attention.key", "v": "attention.attention.value"}[m.group(1)], key)
         key = key.replace("attention.o_proj", "attention.output.dense")
-        if ".layernorm_before." in key or ".layernorm_after." in key:  # ViT: its MLP names differ too
-            pass
-        key = re.sub(r"^(encoder\.layer\.\d+)\.mlp\.fc1\.", lambda m: f"{m.group(1)}.intermediate.dense."
-                     if _is_vit(state) else m.group(0), key)
-        key = re.sub(r"^(encoder\.layer\.\d+)\.mlp\.fc2\.", lambda m: f"{m.group(1)}.output.dense."
-                     if _is_vit(state) else m.group(0), key)
+        # transformers 4 named a ViT's MLP intermediate.dense / output.dense (DINOv2's stayed mlp.fc1/fc2).
+        if vit:
+            key = re.sub(r"^(encoder\.layer\.\d+)\.mlp\.fc1\.", r"\1.intermediate.dense.", key)
+            key = re.sub(r"^(encoder\.layer\.\d+)\.mlp\.fc2\.", r"\1.output.dense.", key)
         key = key.replace("mlp.down_proj", "mlp.weights_out")
         out[key] = value
     for gate in [k for k in out if ".mlp.gate_proj." in k]:
         up = gate.replace("gate_proj", "up_proj")
         out[gate.replace("gate_proj", "weights_in")] = torch.cat([out.pop(gate), out.pop(up)], dim=0)
     return out
-
-
-def _is_vit(state: dict) -> bool:
-    return any("layernorm_before" in k for k in state)
 
 
 def _timm_tokens(state: dict, images: torch.Tensor, **vit_kwargs) -> torch.Tensor:

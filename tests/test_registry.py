@@ -105,3 +105,54 @@ def test_hub_model_offline_fails_fast_with_the_weights_alternative(tmp_path, nam
     assert_one_line_error(result, f"'{name}'", hub_id, "--weights", "unreachable")
     assert ("HF_TOKEN" in result.stderr) == gated
     assert not (tmp_path / "out" / "leaderboard.csv").exists()
+
+
+def _hub_error(cls, message: str) -> Exception:
+    """A huggingface_hub HTTP error without an HTTP response (their constructors want one)."""
+    error = cls.__new__(cls)
+    Exception.__init__(error, message)
+    return error
+
+
+def _fake_hub(monkeypatch, files: dict):
+    """hf_hub_download answering from `files` (filename -> path or exception), the hub 'reachable'."""
+    import huggingface_hub
+
+    calls = []
+
+    def download(repo, filename, **_):
+        calls.append((repo, filename))
+        answer = files[filename]
+        if isinstance(answer, Exception):
+            raise answer
+        return answer
+
+    monkeypatch.setattr(huggingface_hub, "hf_hub_download", download)
+    monkeypatch.setattr("evalsuite.hub.hub_reachable", lambda *a, **k: True)
+    return calls
+
+
+def test_hub_download_falls_back_to_the_pytorch_file_when_there_is_no_safetensors(monkeypatch):
+    from huggingface_hub.errors import RemoteEntryNotFoundError
+
+    from evalsuite.hub import download_weights
+
+    calls = _fake_hub(monkeypatch, {"model.safetensors": _hub_error(RemoteEntryNotFoundError, "404"),
+                                    "pytorch_model.bin": "/cache/pytorch_model.bin"})
+    path = download_weights("uni", "hf-hub:MahmoodLab/UNI", gated=True)
+    assert str(path) == "/cache/pytorch_model.bin"
+    assert calls == [("MahmoodLab/UNI", "model.safetensors"), ("MahmoodLab/UNI", "pytorch_model.bin")]
+
+
+def test_gated_repository_without_access_names_the_licence_page_and_hf_token(monkeypatch):
+    from huggingface_hub.errors import GatedRepoError
+
+    from evalsuite.errors import EvalsuiteError
+    from evalsuite.hub import download_weights
+
+    _fake_hub(monkeypatch, {"model.safetensors": _hub_error(GatedRepoError, "401 restricted")})
+    with pytest.raises(EvalsuiteError) as error:
+        download_weights("virchow2", "hf-hub:paige-ai/Virchow2", gated=True)
+    message = str(error.value)
+    assert "'virchow2' (hf-hub:paige-ai/Virchow2) is gated" in message
+    assert "https://huggingface.co/paige-ai/Virchow2" in message and "HF_TOKEN" in message and "--weights" in message
