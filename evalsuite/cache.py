@@ -32,6 +32,7 @@ LABELS_FILE = "labels.npy"
 MANIFEST_FILE = "manifest.json"
 MANIFEST_VERSION = 1
 _LOCK_DIR = ".locks"
+_FAULT_AROUND_BYTES = max(65536, mmap.PAGESIZE)  # Linux default fault_around_bytes
 
 
 def cache_key(fields: dict) -> str:
@@ -90,8 +91,11 @@ class MemmapFeatures:
             return
         for first, last in runs:
             begin = self._data_start + first * self._row_bytes
-            end = min(self._data_start + (last + 1) * self._row_bytes, len(mapping))
-            begin -= begin % mmap.PAGESIZE
+            end = self._data_start + (last + 1) * self._row_bytes
+            # A page fault also maps its neighbours (the kernel's fault-around window), so release
+            # whole windows, or random reads leave those neighbours mapped and RSS creeps up.
+            begin -= begin % _FAULT_AROUND_BYTES
+            end = min(end + (-end) % _FAULT_AROUND_BYTES, len(mapping))
             mapping.madvise(mmap.MADV_DONTNEED, begin, end - begin)
 
 

@@ -1,0 +1,131 @@
+"""The RAM budget planner: where the limit comes from, and what it decides."""
+
+import json
+
+import pytest
+
+from conftest import assert_one_line_error, run_cli
+from evalsuite.budget import EXIT_REFUSE, SplitPlan, make_plan
+from evalsuite.memory_limits import memory_sources, parse_size_bytes
+
+GIB = 1024**3
+MIB = 1024**2
+
+
+def _fake_roots(tmp_path, cgroup_line=None, limit_file=None, limit_text=None, mem_available_kb=None):
+    proc, sys_root = tmp_path / "proc", tmp_path / "sys"
+    (proc / "self").mkdir(parents=True)
+    (proc / "self" / "cgroup").write_text((cgroup_line or "0::/") + "\n")
+    if mem_available_kb is not None:
+        (proc / "meminfo").write_text(f"MemTotal: 99999999 kB\nMemAvailable: {mem_available_kb} kB\n")
+    if limit_file:
+        path = sys_root / limit_file
+        path.parent.mkdir(parents=True)
+        path.write_text(limit_text + "\n")
+    return sys_root, proc
+
+
+def test_size_parsing():
+    assert parse_size_bytes("85G") == 85 * GIB
+    assert parse_size_bytes("1536M") == 1536 * MIB
+    assert parse_size_bytes("2048", default_unit="M") == 2048 * MIB
+    assert parse_size_bytes("123") == 123
+
+
+def test_slurm_mem_per_node_is_megabytes(tmp_path):
+    sys_root, proc = _fake_roots(tmp_path)
+    sources = memory_sources(env={"SLURM_MEM_PER_NODE": "87040"}, sys_root=sys_root, proc_root=proc)
+    assert sources == {"SLURM_MEM_PER_NODE": 85 * GIB}
+
+
+def test_slurm_mem_per_cpu_times_cpus_on_node(tmp_path):
+    sys_root, proc = _fake_roots(tmp_path)
+    env = {"SLURM_MEM_PER_CPU": "4000", "SLURM_CPUS_ON_NODE": "8"}
+    assert memory_sources(env=env, sys_root=sys_root, proc_root=proc) == {"SLURM_MEM_PER_CPU": 8 * 4000 * MIB}
+
+
+def test_cgroup_v2_limit_of_own_cgroup(tmp_path):
+    sys_root, proc = _fake_roots(tmp_path, "0::/slurm/uid_0/job_7", "fs/cgroup/slurm/uid_0/job_7/memory.max",
+                                 str(3 * GIB))
+    assert memory_sources(env={}, sys_root=sys_root, proc_root=proc) == {"cgroup v2 memory.max": 3 * GIB}
+
+
+def test_cgroup_v2_max_means_no_limit(tmp_path):
+    sys_root, proc = _fake_roots(tmp_path, "0::/user.slice", "fs/cgroup/user.slice/memory.max", "max")
+    assert memory_sources(env={}, sys_root=sys_root, proc_root=proc) == {}
+
+
+def test_cgroup_v1_limit_and_its_unlimited_value(tmp_path):
+    sys_root, proc = _fake_roots(tmp_path, "4:memory:/job_9", "fs/cgroup/memory/job_9/memory.limit_in_bytes",
+                                 str(5 * GIB))
+    assert memory_sources(env={}, sys_root=sys_root, proc_root=proc) == {"cgroup v1 memory.limit_in_bytes": 5 * GIB}
+    (sys_root / "fs/cgroup/memory/job_9/memory.limit_in_bytes").write_text("9223372036854771712\n")
+    assert memory_sources(env={}, sys_root=sys_root, proc_root=proc) == {}
+
+
+def test_plain_mem_available(tmp_path):
+    sys_root, proc = _fake_roots(tmp_path, mem_available_kb=16 * 1024 * 1024)
+    assert memory_sources(env={}, sys_root=sys_root, proc_root=proc) == {"MemAvailable": 16 * GIB}
+
+
+def test_smallest_source_is_the_limit(tmp_path):
+    sys_root, proc = _fake_roots(tmp_path, "0::/job", "fs/cgroup/job/memory.max", str(6 * GIB), 16 * 1024 * 1024)
+    sources = memory_sources(mem="85G", env={"SLURM_MEM_PER_NODE": "8192"}, sys_root=sys_root, proc_root=proc)
+    plan = make_plan([SplitPlan("train", 10, [4], 80, False)], sources, 0, 0, 0, tmp_path, disk_free_bytes=GIB)
+    assert plan.limit_source == "cgroup v2 memory.max" and plan.limit_bytes == 6 * GIB
+    assert plan.usable_bytes == 6 * GIB - plan.margin_bytes and plan.decision == "ram"
+
+
+def _plan(cache_gib: float, limit_gib: float, requested="auto", disk_free_gib=100.0, cached=False):
+    split = SplitPlan("train", 1000, [1024], int(cache_gib * GIB), cached)
+    return make_plan([split], {"--mem": int(limit_gib * GIB)}, model_size_bytes=GIB // 2,
+                     probe_bytes=64 * MIB, extraction_bytes=512 * MIB, cache_dir=".", requested=requested,
+                     disk_free_bytes=int(disk_free_gib * GIB))
+
+
+def test_decisions_ram_memmap_refuse():
+    assert _plan(cache_gib=2, limit_gib=8).decision == "ram"
+    assert _plan(cache_gib=20, limit_gib=8).decision == "memmap"
+    assert _plan(cache_gib=20, limit_gib=1).decision == "refuse"
+
+
+def test_forcing_ram_over_budget_is_refused_with_the_numbers():
+    plan = _plan(cache_gib=20, limit_gib=8, requested="ram")
+    assert plan.decision == "refuse"
+    assert str(plan.ram_needed_bytes) in plan.reason and "usable" in plan.reason
+
+
+def test_insufficient_disk_refuses_memmap_unless_already_cached():
+    plan = _plan(cache_gib=20, limit_gib=8, disk_free_gib=5)
+    assert plan.decision == "refuse" and "on disk" in plan.reason
+    assert _plan(cache_gib=20, limit_gib=8, disk_free_gib=5, cached=True).decision == "memmap"
+
+
+TINY = ["--task", "demo", "--model", "test_vit", "--random-init", "--num-workers", "0"]
+
+
+def test_budget_command_json_and_refuse_exit_code(tmp_path):
+    ok = run_cli("budget", *TINY, "--out", tmp_path, "--mem", "4G", "--json")
+    assert ok.returncode == 0, ok.stderr
+    plan = json.loads(ok.stdout)
+    assert plan["decision"] == "ram" and plan["limit_source"] == "--mem"
+    assert [s["row_shape"] for s in plan["splits"]] == [[64]] * 3  # from a real forward pass of test_vit
+    refused = run_cli("budget", *TINY, "--out", tmp_path, "--mem", "200M")
+    assert refused.returncode == EXIT_REFUSE
+    assert "decision: refuse" in refused.stdout
+    assert_one_line_error(refused, "RAM budget", "usable")
+
+
+@pytest.mark.slow
+def test_small_budget_picks_memmap_and_forcing_ram_is_refused(tmp_path):
+    out = tmp_path / "out"
+    plan = json.loads(run_cli("budget", *TINY, "--out", out, "--mem", "4G", "--json").stdout)
+    # A limit whose usable part holds the working sets but not the caches on top of them.
+    usable = (plan["memmap_needed_bytes"] + plan["ram_needed_bytes"]) // 2
+    mem = str(usable + 256 * MIB)
+    auto = run_cli("run", *TINY, "--out", out, "--mem", mem, "--probes", "knn")
+    assert auto.returncode == 0, auto.stderr
+    assert "cache memmap" in auto.stdout
+    forced = run_cli("run", *TINY, "--out", out, "--mem", mem, "--cache", "ram", "--probes", "knn")
+    assert forced.returncode == EXIT_REFUSE
+    assert_one_line_error(forced, "--cache ram needs", str(plan["ram_needed_bytes"]), "usable")

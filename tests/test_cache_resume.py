@@ -1,0 +1,142 @@
+"""Kill-safe, resumable extraction; concurrent runs on one key; preemption; the cache command."""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from conftest import assert_one_line_error, leaderboard_rows, run_cli
+
+pytestmark = pytest.mark.slow
+
+# The real backbone, in chunks of 32 samples: train (333) has 11 chunks of ~1 s each here.
+RUN = ["run", "--task", "demo", "--probes", "knn", "--chunk-rows", "32", "--batch-size", "16", "--num-workers", "0"]
+
+
+def _start(out: Path, *extra) -> subprocess.Popen:
+    return subprocess.Popen([sys.executable, "-m", "evalsuite", *RUN, "--out", str(out), *extra],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def _manifest(out: Path, split: str) -> dict | None:
+    for path in (out / "cache").glob("*/manifest.json"):
+        try:
+            manifest = json.loads(path.read_text())
+        except ValueError:
+            continue
+        if manifest["fields"]["split"] == split:
+            return manifest
+    return None
+
+
+def _done(manifest) -> int:
+    return sum(chunk["done"] for chunk in manifest["chunks"]) if manifest else 0
+
+
+def _wait_for_chunks(process, out: Path, chunks: int, timeout_s: float = 300) -> None:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline and process.poll() is None:
+        manifest = _manifest(out, "train")
+        if manifest is not None and _done(manifest) >= chunks:
+            return
+        time.sleep(0.02)
+    raise AssertionError(f"extraction did not reach {chunks} chunks: {process.poll()} {process.stderr.read()}")
+
+
+def _last_run(out: Path) -> dict:
+    return json.loads(max((out / "runs").glob("*.json"), key=lambda p: p.stat().st_mtime).read_text())
+
+
+def _features_bytes(out: Path, split: str) -> bytes:
+    return (out / "cache" / _manifest(out, split)["key"] / "features.npy").read_bytes()
+
+
+@pytest.fixture(scope="module")
+def reference(tmp_path_factory):
+    out = tmp_path_factory.mktemp("reference")
+    result = run_cli(*RUN, "--out", out)
+    assert result.returncode == 0, result.stderr
+    return out
+
+
+@pytest.mark.parametrize("kill_after_chunks", [0, 4, 9])
+def test_sigkill_then_rerun_gives_a_bitwise_identical_cache_without_recomputing(reference, tmp_path,
+                                                                                 kill_after_chunks):
+    out = tmp_path / "out"
+    process = _start(out)
+    _wait_for_chunks(process, out, kill_after_chunks)
+    process.kill()
+    process.wait()
+    durable = _manifest(out, "train")
+    assert not durable["complete"] and _done(durable) < len(durable["chunks"])
+    finished_before = {i: c["written_utc"] for i, c in enumerate(durable["chunks"]) if c["done"]}
+
+    rerun = run_cli(*RUN, "--out", out)
+    assert rerun.returncode == 0, rerun.stderr
+    after = _manifest(out, "train")
+    assert after["complete"]
+    assert {i: after["chunks"][i]["written_utc"] for i in finished_before} == finished_before
+    assert _last_run(out)["samples_extracted"]["train"] == 333 - sum(
+        durable["chunks"][i]["stop"] - durable["chunks"][i]["start"] for i in finished_before)
+    for split in ("train", "val", "test"):
+        assert _features_bytes(out, split) == _features_bytes(reference, split)
+    assert len({row["run_id"] for row in leaderboard_rows(out)}) == 1
+
+
+def test_two_processes_on_one_key_extract_each_sample_once(reference, tmp_path):
+    out = tmp_path / "out"
+    first, second = _start(out), _start(out)
+    for process in (first, second):
+        _, stderr = process.communicate(timeout=600)
+        assert process.returncode == 0, stderr
+    runs = [json.loads(p.read_text()) for p in (out / "runs").glob("*.json")]
+    assert len(runs) == 2
+    for split, samples in {"train": 333, "val": 106, "test": 112}.items():
+        assert sum(run["samples_extracted"][split] for run in runs) == samples
+        assert _features_bytes(out, split) == _features_bytes(reference, split)
+
+
+@pytest.mark.parametrize("stop_signal", [signal.SIGUSR1, signal.SIGTERM])
+def test_preemption_signal_stops_after_the_chunk_and_the_rerun_resumes(reference, tmp_path, stop_signal):
+    out = tmp_path / "out"
+    process = _start(out)
+    _wait_for_chunks(process, out, 2)
+    process.send_signal(stop_signal)
+    _, stderr = process.communicate(timeout=120)
+    assert process.returncode == 75, stderr
+    assert f"stopped on {stop_signal.name}" in stderr and "rerun the same command to resume" in stderr
+    stopped = _manifest(out, "train")
+    assert not stopped["complete"] and _done(stopped) >= 2
+    assert leaderboard_rows(out) == []
+
+    rerun = run_cli(*RUN, "--out", out)
+    assert rerun.returncode == 0, rerun.stderr
+    assert _last_run(out)["samples_extracted"]["train"] == 333 - 32 * _done(stopped)
+    assert _features_bytes(out, "train") == _features_bytes(reference, "train")
+
+
+def test_cache_ls_verify_and_rm(reference, tmp_path):
+    listing = run_cli("cache", "ls", "--out", reference)
+    assert listing.returncode == 0 and listing.stdout.count("complete") == 3
+    assert run_cli("cache", "verify", "--out", reference).returncode == 0
+
+    out = tmp_path / "copy"
+    subprocess.run(["cp", "-r", str(reference), str(out)], check=True)
+    key = _manifest(out, "val")["key"]
+    features = out / "cache" / key / "features.npy"
+    data = bytearray(features.read_bytes())
+    data[-1] ^= 0xFF
+    features.write_bytes(bytes(data))
+    verify = run_cli("cache", "verify", "--out", out)
+    assert f"{key}  CORRUPT chunks [0]" in verify.stdout
+    assert_one_line_error(verify, "1 cache(s) not complete and intact", key)
+
+    removed = run_cli("cache", "rm", key[:8], "--out", out)
+    assert removed.returncode == 0 and f"removed {key}" in removed.stdout
+    assert not (out / "cache" / key).exists()
+    assert_one_line_error(run_cli("cache", "rm", "zzzz", "--out", out), "no cache", "matches zzzz")
