@@ -4,6 +4,7 @@ The plan is made before anything large is allocated. The row shape it needs come
 manifests when every split is cached, otherwise from one real forward pass on one sample.
 """
 
+import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -14,7 +15,7 @@ from evalsuite.budget import (BudgetRefused, SplitPlan, cache_bytes, extraction_
 from evalsuite.cache import FeatureCache, cache_key
 from evalsuite.devices import autocast_context
 from evalsuite.errors import EvalsuiteError
-from evalsuite.extract import extract_to_cache
+from evalsuite.extract import Preempted, extract_to_cache
 from evalsuite.memory_limits import memory_sources
 from evalsuite.readers import resolve_data_root
 from evalsuite.results import library_versions
@@ -83,6 +84,19 @@ def plan_splits(config, card, reader, backbone, device) -> PreparedSplits:
     return PreparedSplits(plan, keys, datasets, row_shape, forwards)
 
 
+def _extract(writer, backbone, dataset, device, config, description: str) -> int:
+    try:
+        return extract_to_cache(backbone, dataset, writer, device, config.batch_size, config.num_workers,
+                                config.autocast, description)
+    except Preempted:
+        raise
+    except BaseException:
+        # A cache that failed before its first chunk holds nothing worth resuming: leave no trace.
+        if not any(chunk["done"] for chunk in writer.manifest["chunks"]):
+            shutil.rmtree(writer.folder, ignore_errors=True)
+        raise
+
+
 def prepare_features(config, card, reader, backbone, device):
     """(plan, {split: (features, labels)}, {split: samples extracted}, shape-probe forward passes)."""
     prepared = plan_splits(config, card, reader, backbone, device)
@@ -99,7 +113,6 @@ def prepare_features(config, card, reader, backbone, device):
                 writer = cache.start_or_resume(key, (len(dataset), *prepared.row_shape), dataset.labels,
                                                _key_fields(config, card, backbone, split), chunk_rows,
                                                library_versions())
-                extracted[split] = extract_to_cache(backbone, dataset, writer, device, config.batch_size,
-                                                    config.num_workers, config.autocast, f"{card.name}/{split}")
+                extracted[split] = _extract(writer, backbone, dataset, device, config, f"{card.name}/{split}")
         opened[split] = cache.open(key, prepared.plan.decision)
     return prepared.plan, opened, extracted, prepared.shape_probe_forwards

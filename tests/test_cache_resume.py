@@ -127,13 +127,14 @@ def test_cache_ls_verify_and_rm(reference, tmp_path):
 
     out = tmp_path / "copy"
     subprocess.run(["cp", "-r", str(reference), str(out)], check=True)
-    key = _manifest(out, "val")["key"]
+    manifest = _manifest(out, "val")
+    key, last_chunk = manifest["key"], len(manifest["chunks"]) - 1
     features = out / "cache" / key / "features.npy"
     data = bytearray(features.read_bytes())
     data[-1] ^= 0xFF
     features.write_bytes(bytes(data))
     verify = run_cli("cache", "verify", "--out", out)
-    assert f"{key}  CORRUPT chunks [0]" in verify.stdout
+    assert f"{key}  CORRUPT chunks [{last_chunk}]" in verify.stdout
     assert_one_line_error(verify, "1 cache(s) not complete and intact", key)
 
     removed = run_cli("cache", "rm", key[:8], "--out", out)

@@ -20,7 +20,8 @@ def demo_out(tmp_path_factory):
     for name, extra in [("pretrained", []), ("random", ["--random-init"]), ("repeat", [])]:
         result = run_cli("run", "--task", "demo", "--out", out, *extra)
         assert result.returncode == 0, result.stderr
-        run_id = next(line.split()[-1] for line in result.stdout.splitlines() if line.startswith("task "))
+        summary = next(line.split() for line in result.stdout.splitlines() if line.startswith("task "))
+        run_id = summary[summary.index("run") + 1]
         runs[name] = json.loads((out / "runs" / f"{run_id}.json").read_text())
     return out, runs
 
@@ -58,6 +59,7 @@ def test_second_identical_run_does_no_forward_pass_and_repeats_the_numbers(demo_
 def test_cache_on_disk_is_float16_with_int_labels(demo_out):
     out, _ = demo_out
     caches = [p for p in (out / "cache").iterdir() if not p.name.startswith(".")]
+    assert run_cli("cache", "verify", "--out", out).returncode == 0
     # train/val/test for the pretrained and the random-init backbone
     assert len(caches) == 6
     for folder in caches:
@@ -66,7 +68,8 @@ def test_cache_on_disk_is_float16_with_int_labels(demo_out):
         assert features.dtype == np.float16
         assert features.shape == (len(labels), 1280)
         assert labels.dtype == np.int64 and set(np.unique(labels)) <= {0, 1, 2}
-        assert json.loads((folder / "meta.json").read_text())["fields"]["dtype"] == "float16"
+        manifest = json.loads((folder / "manifest.json").read_text())
+        assert manifest["dtype"] == "float16" and manifest["fields"]["dtype"] == "float16" and manifest["complete"]
 
 
 def test_leaderboard_command_prints_model_by_task_table(demo_out):
