@@ -3,7 +3,7 @@
 One folder per cache key under `<out>/cache/`:
 - `features.npy`: float16 [N, *row_shape], allocated at full size when extraction starts and
   filled chunk by chunk with positioned writes (no mapping, so the writer's RSS stays flat);
-- `labels.npy`: int64 [N];
+- `labels.npy`: integer labels [N] (class ids) or [N, H, W] (masks), in the reader's integer dtype;
 - `manifest.json`: key fields, shape, dtype, chunk table (rows, sha256, done), completeness,
   library versions. It is replaced atomically (temp file + fsync + rename) after each chunk is
   on disk, so a process killed at any moment leaves a manifest that names only chunks whose
@@ -197,7 +197,8 @@ class FeatureCache:
             return None
         try:
             features = np.load(folder / FEATURES_FILE) if mode == "ram" else MemmapFeatures(folder / FEATURES_FILE)
-            labels = np.load(folder / LABELS_FILE)
+            # Masks of a segmentation task can be large: map them, never load them whole.
+            labels = np.load(folder / LABELS_FILE, mmap_mode="r")
         except (OSError, ValueError) as exc:
             raise EvalsuiteError(f"feature cache {folder} is unreadable ({exc}); remove it with "
                                  f"`evalsuite cache rm {key}` and rerun") from None
@@ -221,7 +222,10 @@ class FeatureCache:
         features = np.lib.format.open_memmap(folder / FEATURES_FILE, mode="w+", dtype=CACHE_DTYPE, shape=tuple(shape))
         data_offset_bytes = int(features.offset)
         del features  # the file now has its header and full (sparse) size; chunks are written with pwrite
-        np.save(folder / LABELS_FILE, np.asarray(labels, dtype=np.int64))
+        labels = np.asarray(labels)
+        if not np.issubdtype(labels.dtype, np.integer):
+            raise TypeError(f"labels must be integers, got {labels.dtype}")
+        np.save(folder / LABELS_FILE, labels)
         manifest = {
             "manifest_version": MANIFEST_VERSION, "key": key, "fields": fields, "shape": list(shape),
             "dtype": np.dtype(CACHE_DTYPE).name, "chunk_rows": chunk_rows, "data_offset_bytes": data_offset_bytes,

@@ -57,8 +57,11 @@ def chunk_aligned_batches(pending_chunks, batch_size: int) -> list[list[int]]:
 
 
 def extract_to_cache(backbone, dataset, writer, device: torch.device, batch_size: int = 64, num_workers: int = 2,
-                     use_autocast: bool = True, description: str = "extract") -> int:
-    """Fill the writer's unfinished chunks; return how many samples went through the backbone."""
+                     use_autocast: bool = True, description: str = "extract", features_of=None) -> int:
+    """Fill the writer's unfinished chunks with `features_of(images)` rows (default backbone.pooled_features).
+
+    Returns how many samples went through the backbone."""
+    features_of = features_of or backbone.pooled_features
     pending = writer.pending_chunks()
     if not pending:
         return 0
@@ -77,7 +80,7 @@ def extract_to_cache(backbone, dataset, writer, device: torch.device, batch_size
             while filled < stop_row - start:
                 images, _ = next(batches)
                 with autocast_context(device, use_autocast):
-                    output = backbone.pooled_features(images.to(device, non_blocking=True))
+                    output = features_of(images.to(device, non_blocking=True))
                 rows = _checked_rows(output.float(), writer.row_shape, start + filled, description)
                 buffer[filled : filled + len(rows)] = rows.to(torch.float16).cpu().numpy()
                 filled += len(rows)

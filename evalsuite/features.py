@@ -22,7 +22,13 @@ from evalsuite.results import library_versions
 from evalsuite.transforms import build_transform, describe_transform
 
 SPLITS = ("train", "val", "test")
-FEATURE_SPEC = "pooled"  # the backbone's pooled embedding
+# What a task kind caches: the pooled embedding [D] for classification, the patch-token grid
+# [h, w, D] for segmentation (Backbone.pooled_features / Backbone.dense_features).
+FEATURE_KIND = {"classification": "pooled", "segmentation": "dense"}
+
+
+def feature_fn(backbone, card):
+    return getattr(backbone, f"{FEATURE_KIND[card.kind]}_features")
 CHUNK_TARGET_BYTES = 256 * 1024**2
 CHUNK_MAX_ROWS = 4096
 
@@ -41,11 +47,11 @@ def _key_fields(config, card, backbone, split: str) -> dict:
         "model": backbone.name, "weights_id": backbone.weights_id,
         "transform": describe_transform(backbone.data_config), "card": card.name, "card_sha256": card.sha256,
         "data_root": str(resolve_data_root(card, config.data_root).resolve()), "split": split,
-        "feature": FEATURE_SPEC, "dtype": "float16", "autocast_bf16": config.autocast,
+        "feature": FEATURE_KIND[card.kind], "dtype": "float16", "autocast_bf16": config.autocast,
     }
 
 
-def _row_shape(cache, keys, datasets, backbone, device, use_autocast) -> tuple[tuple, int]:
+def _row_shape(cache, keys, datasets, features_of, device, use_autocast) -> tuple[tuple, int]:
     """(row shape, forward passes spent finding it)."""
     for key in keys.values():
         manifest = cache.manifest(key)
@@ -53,7 +59,7 @@ def _row_shape(cache, keys, datasets, backbone, device, use_autocast) -> tuple[t
             return tuple(manifest["shape"][1:]), 0
     image, _ = datasets["train"][0]
     with torch.inference_mode(), autocast_context(device, use_autocast):
-        output = backbone.pooled_features(image.unsqueeze(0).to(device))
+        output = features_of(image.unsqueeze(0).to(device))
     return tuple(output.shape[1:]), 1
 
 
@@ -72,7 +78,7 @@ def plan_splits(config, card, reader, backbone, device) -> PreparedSplits:
     for split, dataset in datasets.items():
         if len(dataset) == 0:
             raise EvalsuiteError(f"task card {card.path}: split '{split}' has no samples")
-    row_shape, forwards = _row_shape(cache, keys, datasets, backbone, device, config.autocast)
+    row_shape, forwards = _row_shape(cache, keys, datasets, feature_fn(backbone, card), device, config.autocast)
     split_plans = [SplitPlan(split, len(datasets[split]), list(row_shape), cache_bytes(len(datasets[split]), row_shape),
                              cache.is_complete(keys[split])) for split in SPLITS]
     chunk_rows = chunk_rows_for(row_shape, config.batch_size, config.chunk_rows)
@@ -84,10 +90,10 @@ def plan_splits(config, card, reader, backbone, device) -> PreparedSplits:
     return PreparedSplits(plan, keys, datasets, row_shape, forwards)
 
 
-def _extract(writer, backbone, dataset, device, config, description: str) -> int:
+def _extract(writer, backbone, features_of, dataset, device, config, description: str) -> int:
     try:
         return extract_to_cache(backbone, dataset, writer, device, config.batch_size, config.num_workers,
-                                config.autocast, description)
+                                config.autocast, description, features_of)
     except Preempted:
         raise
     except BaseException:
@@ -113,6 +119,7 @@ def prepare_features(config, card, reader, backbone, device):
                 writer = cache.start_or_resume(key, (len(dataset), *prepared.row_shape), dataset.labels,
                                                _key_fields(config, card, backbone, split), chunk_rows,
                                                library_versions())
-                extracted[split] = _extract(writer, backbone, dataset, device, config, f"{card.name}/{split}")
+                extracted[split] = _extract(writer, backbone, feature_fn(backbone, card), dataset, device, config,
+                                            f"{card.name}/{split}")
         opened[split] = cache.open(key, prepared.plan.decision)
     return prepared.plan, opened, extracted, prepared.shape_probe_forwards

@@ -49,8 +49,8 @@ class RunConfig:
 def run(config: RunConfig) -> dict:
     started = time.perf_counter()
     card = load_card(config.task)
-    if card.kind != "classification":
-        raise EvalsuiteError(f"task '{card.name}' is a {card.kind} task; this version runs classification probes only")
+    if card.kind not in METRICS_OF_KIND:
+        raise EvalsuiteError(f"task '{card.name}' is a {card.kind} task; this version has no {card.kind} metrics")
     recipes = [load_recipe(name) for name in (config.probes or card.probes)]
     reader = build_reader(card, config.data_root, config.check_counts)
     device = resolve_device(config.device)
@@ -69,12 +69,22 @@ def run(config: RunConfig) -> dict:
     return record
 
 
+def _classification_metrics(probe, features, labels) -> dict:
+    return compute_metrics(labels, probe.predict_proba(features))
+
+
+# How a fitted probe of each task kind is scored on one split: (probe, features, labels) -> {metric: value}.
+METRICS_OF_KIND = {
+    "classification": _classification_metrics,
+}
+
+
 def _run_probe(recipe, card, split_data, device, seed: int) -> dict:
     started = time.perf_counter()
     probe = PROBES[recipe.probe](num_classes=card.num_classes, device=device, seed=seed, **recipe.params)
     (train_x, train_y), (val_x, val_y) = split_data["train"], split_data["val"]
     probe.fit(train_x, train_y, val_x, val_y, selection_metric=card.selection_metric)
-    metrics = {split: compute_metrics(labels, probe.predict_proba(features))
+    metrics = {split: METRICS_OF_KIND[card.kind](probe, features, labels)
                for split, (features, labels) in split_data.items()}
     return {"probe": recipe.name, "recipe": recipe.params, "selected_params": probe.selected_params_,
             "metrics": metrics, "fit_s": time.perf_counter() - started}

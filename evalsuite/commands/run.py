@@ -19,7 +19,7 @@ def main(args) -> None:
 
     probes = [p.strip() for p in args.probes.split(",") if p.strip()] if args.probes else []
     record = run(run_config(args, probes=probes, seed=args.seed))
-    header = ["probe", "split", "balanced_accuracy", "f1_macro", "accuracy", "auroc_macro_ovr"]
+    header = ["probe", "split", *record["probes"][0]["metrics"]["test"]]
     body = [[r["probe"], split] + [f"{m[name]:.4f}" for name in header[2:]]
             for r in record["probes"] for split, m in r["metrics"].items()]
     print(f"task {record['task']['name']}  model {record['model']['name']}  run {record['run_id']}  "
