@@ -63,6 +63,16 @@ def _fsync_dir(folder: Path) -> None:
         os.close(descriptor)
 
 
+@contextlib.contextmanager
+def _locked(path: Path):
+    with open(path, "a") as handle:
+        fcntl.flock(handle.fileno(), fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle.fileno(), fcntl.LOCK_UN)
+
+
 class MemmapFeatures:
     """Read-only memory-mapped features that give back the pages of every batch they read.
 
@@ -143,11 +153,19 @@ class CacheWriter:
             os.fsync(descriptor)
         finally:
             os.close(descriptor)
-        chunk.update(done=True, sha256=hashlib.sha256(payload).hexdigest(),
-                     written_utc=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()))
-        write_json_atomic(self.folder / MANIFEST_FILE, self.manifest)
+        record = {"done": True, "sha256": hashlib.sha256(payload).hexdigest(),
+                  "written_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
+        # Several ranks may fill chunks of one cache: merge into the manifest on disk under a lock.
+        with _locked(self.folder / ".manifest.lock"):
+            self.reload()
+            self.manifest["chunks"][index].update(record)
+            write_json_atomic(self.folder / MANIFEST_FILE, self.manifest)
+
+    def reload(self) -> None:
+        self.manifest = json.loads((self.folder / MANIFEST_FILE).read_text())
 
     def finish(self) -> None:
+        self.reload()
         if self.pending_chunks():
             raise RuntimeError("cannot finish a cache with unfinished chunks")
         self.manifest["complete"] = True
@@ -169,12 +187,8 @@ class FeatureCache:
         """Exclusive per-key lock; a second process blocks here until the first is done."""
         lock_dir = self.root / _LOCK_DIR
         lock_dir.mkdir(parents=True, exist_ok=True)
-        with open(lock_dir / f"{key}.lock", "a") as handle:
-            fcntl.flock(handle.fileno(), fcntl.LOCK_EX)
-            try:
-                yield
-            finally:
-                fcntl.flock(handle.fileno(), fcntl.LOCK_UN)
+        with _locked(lock_dir / f"{key}.lock"):
+            yield
 
     def manifest(self, key: str) -> dict | None:
         path = self.folder(key) / MANIFEST_FILE
@@ -206,6 +220,10 @@ class FeatureCache:
             raise EvalsuiteError(f"feature cache {folder} has features {features.dtype}{features.shape} for "
                                  f"{len(labels)} labels; remove it with `evalsuite cache rm {key}` and rerun")
         return features, labels
+
+    def attach(self, key: str) -> CacheWriter:
+        """A writer on a cache another process (rank 0) has started."""
+        return CacheWriter(self.folder(key), self.manifest(key))
 
     def start_or_resume(self, key: str, shape: tuple, labels: np.ndarray, fields: dict, chunk_rows: int,
                         versions: dict) -> CacheWriter:

@@ -57,13 +57,18 @@ def chunk_aligned_batches(pending_chunks, batch_size: int) -> list[list[int]]:
 
 
 def extract_to_cache(backbone, dataset, writer, device: torch.device, batch_size: int = 64, num_workers: int = 2,
-                     use_autocast: bool = True, description: str = "extract", features_of=None) -> int:
+                     use_autocast: bool = True, description: str = "extract", features_of=None, chunks=None,
+                     finish: bool = True, show_progress: bool = True) -> int:
     """Fill the writer's unfinished chunks with `features_of(images)` rows (default backbone.pooled_features).
 
-    Returns how many samples went through the backbone."""
+    `chunks` limits the work to some pending chunks (a rank's shard); `finish=False` leaves marking
+    the cache complete to the caller (rank 0, once every rank is done). Returns how many samples
+    went through the backbone."""
     features_of = features_of or backbone.pooled_features
-    pending = writer.pending_chunks()
+    pending = writer.pending_chunks() if chunks is None else chunks
     if not pending:
+        if finish:
+            writer.finish()
         return 0
     backbone.model.to(device)
     loader = torch.utils.data.DataLoader(dataset, batch_sampler=chunk_aligned_batches(pending, batch_size),
@@ -74,7 +79,7 @@ def extract_to_cache(backbone, dataset, writer, device: torch.device, batch_size
     forwarded = 0
     with stop_after_chunk_on_signals() as stop, torch.inference_mode(), \
             tqdm(total=len(dataset), initial=len(dataset) - sum(b - a for _, a, b in pending), desc=description,
-                 unit="img", leave=False, mininterval=_progress_interval_s()) as bar:
+                 unit="img", leave=False, mininterval=_progress_interval_s(), disable=not show_progress) as bar:
         for done, (index, start, stop_row) in enumerate(pending):
             filled = 0
             while filled < stop_row - start:
@@ -90,7 +95,8 @@ def extract_to_cache(backbone, dataset, writer, device: torch.device, batch_size
             if stop.signal_name and done + 1 < len(pending):
                 raise Preempted(f"{description}: stopped on {stop.signal_name} after chunk {index + 1} of "
                                 f"{len(writer.manifest['chunks'])}; rerun the same command to resume")
-    writer.finish()
+    if finish:
+        writer.finish()
     return forwarded
 
 

@@ -4,6 +4,8 @@ The plan is made before anything large is allocated. The row shape it needs come
 manifests when every split is cached, otherwise from one real forward pass on one sample.
 """
 
+import contextlib
+import functools
 import shutil
 from dataclasses import dataclass
 from pathlib import Path
@@ -13,7 +15,9 @@ import torch
 from evalsuite.budget import (BudgetRefused, SplitPlan, cache_bytes, extraction_working_bytes, make_plan, model_bytes,
                               probe_working_bytes)
 from evalsuite.cache import FeatureCache, cache_key
+from evalsuite.cards import dense_layers
 from evalsuite.devices import autocast_context
+from evalsuite.distributed import Dist, shard_bounds
 from evalsuite.errors import EvalsuiteError
 from evalsuite.extract import Preempted, extract_to_cache
 from evalsuite.memory_limits import memory_sources
@@ -28,7 +32,10 @@ FEATURE_KIND = {"classification": "pooled", "segmentation": "dense"}
 
 
 def feature_fn(backbone, card):
-    return getattr(backbone, f"{FEATURE_KIND[card.kind]}_features")
+    features_of = getattr(backbone, f"{FEATURE_KIND[card.kind]}_features")
+    if FEATURE_KIND[card.kind] == "dense":  # several blocks' tokens, concatenated: the card's `layers`
+        return functools.partial(features_of, layers=dense_layers(card))
+    return features_of
 CHUNK_TARGET_BYTES = 256 * 1024**2
 CHUNK_MAX_ROWS = 4096
 
@@ -48,6 +55,7 @@ def _key_fields(config, card, backbone, split: str) -> dict:
         "transform": describe_transform(backbone.data_config), "card": card.name, "card_sha256": card.sha256,
         "data_root": str(resolve_data_root(card, config.data_root).resolve()), "split": split,
         "feature": FEATURE_KIND[card.kind], "dtype": "float16", "autocast_bf16": config.autocast,
+        **({"layers": list(dense_layers(card))} if FEATURE_KIND[card.kind] == "dense" else {}),
     }
 
 
@@ -90,36 +98,62 @@ def plan_splits(config, card, reader, backbone, device) -> PreparedSplits:
     return PreparedSplits(plan, keys, datasets, row_shape, forwards)
 
 
-def _extract(writer, backbone, features_of, dataset, device, config, description: str) -> int:
+def _extract(writer, backbone, features_of, dataset, device, config, description: str, chunks, dist) -> int:
     try:
         return extract_to_cache(backbone, dataset, writer, device, config.batch_size, config.num_workers,
-                                config.autocast, description, features_of)
+                                config.autocast, description, features_of, chunks=chunks, finish=False,
+                                show_progress=dist.is_main)
     except Preempted:
         raise
     except BaseException:
         # A cache that failed before its first chunk holds nothing worth resuming: leave no trace.
-        if not any(chunk["done"] for chunk in writer.manifest["chunks"]):
+        writer.reload()
+        if dist.is_main and not any(chunk["done"] for chunk in writer.manifest["chunks"]):
             shutil.rmtree(writer.folder, ignore_errors=True)
         raise
 
 
-def prepare_features(config, card, reader, backbone, device):
-    """(plan, {split: (features, labels)}, {split: samples extracted}, shape-probe forward passes)."""
+def _extract_split(cache, split, prepared, config, card, backbone, device, dist, chunk_rows) -> list[int]:
+    """Fill one split's cache across ranks; returns the samples each rank forwarded."""
+    key, dataset = prepared.keys[split], prepared.datasets[split]
+    writer = None
+    if dist.is_main and not cache.is_complete(key):
+        writer = cache.start_or_resume(key, (len(dataset), *prepared.row_shape), dataset.labels,
+                                       _key_fields(config, card, backbone, split),
+                                       chunk_rows, library_versions())
+    if not dist.broadcast(writer is not None):
+        return [0] * dist.world_size
+    dist.barrier()
+    writer = writer or cache.attach(key)
+    pending = writer.pending_chunks()
+    first, last = shard_bounds(len(pending), dist.rank, dist.world_size)
+    forwarded = _extract(writer, backbone, feature_fn(backbone, card), dataset, device, config,
+                         f"{card.name}/{split}", pending[first:last], dist)
+    dist.barrier()
+    if dist.is_main:
+        writer.finish()
+    return dist.all_gather(forwarded)
+
+
+def prepare_features(config, card, reader, backbone, device, dist=Dist()):
+    """(plan, {split: (features, labels)} on rank 0, {split: samples extracted per rank}, shape-probe passes).
+
+    Rank 0 plans and its decision holds for all ranks; every rank extracts its shard of the
+    pending chunks; only rank 0 opens the finished caches.
+    """
     prepared = plan_splits(config, card, reader, backbone, device)
+    prepared.plan = dist.broadcast(prepared.plan)
     if prepared.plan.decision == "refuse":
         raise BudgetRefused(f"RAM budget: {prepared.plan.reason}")
     cache = FeatureCache(Path(config.out_dir) / "cache")
     chunk_rows = chunk_rows_for(prepared.row_shape, config.batch_size, config.chunk_rows)
     extracted, opened = {}, {}
     for split in SPLITS:
-        key, dataset = prepared.keys[split], prepared.datasets[split]
-        with cache.lock(key):
-            extracted[split] = 0
-            if not cache.is_complete(key):
-                writer = cache.start_or_resume(key, (len(dataset), *prepared.row_shape), dataset.labels,
-                                               _key_fields(config, card, backbone, split), chunk_rows,
-                                               library_versions())
-                extracted[split] = _extract(writer, backbone, feature_fn(backbone, card), dataset, device, config,
-                                            f"{card.name}/{split}")
-        opened[split] = cache.open(key, prepared.plan.decision)
+        key = prepared.keys[split]
+        # Rank 0 holds the key's lock for the group: an unrelated process asking for it waits.
+        with cache.lock(key) if dist.is_main else contextlib.nullcontext():
+            extracted[split] = _extract_split(cache, split, prepared, config, card, backbone, device, dist,
+                                              chunk_rows)
+        if dist.is_main:
+            opened[split] = cache.open(key, prepared.plan.decision)
     return prepared.plan, opened, extracted, prepared.shape_probe_forwards

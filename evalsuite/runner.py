@@ -14,7 +14,7 @@ from pathlib import Path
 
 from evalsuite.backbones import build_backbone
 from evalsuite.cards import load_card
-from evalsuite.devices import resolve_device
+from evalsuite import distributed
 from evalsuite.errors import EvalsuiteError
 from evalsuite.features import prepare_features
 from evalsuite.leaderboard import LEADERBOARD_FILE, append_rows
@@ -23,6 +23,7 @@ from evalsuite.probes import PROBES
 from evalsuite.readers import build_reader
 from evalsuite.recipes import load_recipe
 from evalsuite.results import library_versions, write_run_json
+from evalsuite.segmentation_metrics import segmentation_split_metrics
 from evalsuite.transforms import describe_transform
 
 
@@ -46,24 +47,37 @@ class RunConfig:
     chunk_rows: int | None = None  # extraction chunk; None: sized by bytes
 
 
-def run(config: RunConfig) -> dict:
+def run(config: RunConfig) -> dict | None:
+    """Run one evaluation; under torchrun every rank calls this and rank 0 returns the record."""
+    dist, device = distributed.start(config.device)
+    try:
+        return _run(config, dist, device)
+    finally:
+        distributed.stop(dist)
+
+
+def _run(config: RunConfig, dist, device) -> dict | None:
     started = time.perf_counter()
     card = load_card(config.task)
     if card.kind not in METRICS_OF_KIND:
         raise EvalsuiteError(f"task '{card.name}' is a {card.kind} task; this version has no {card.kind} metrics")
     recipes = [load_recipe(name) for name in (config.probes or card.probes)]
     reader = build_reader(card, config.data_root, config.check_counts)
-    device = resolve_device(config.device)
     backbone = build_backbone(config.model, config.weights, config.random_init)
     timings = {"setup_s": time.perf_counter() - started}
 
-    plan, split_data, extracted, shape_probe_forwards = prepare_features(config, card, reader, backbone, device)
+    plan, split_data, extracted_per_rank, shape_probe_forwards = prepare_features(config, card, reader, backbone,
+                                                                                  device, dist)
+    if not dist.is_main:
+        return None
     timings["features_s"] = time.perf_counter() - started - timings["setup_s"]
 
     probe_results = [_run_probe(recipe, card, split_data, device, config.seed) for recipe in recipes]
     timings["probes_s"] = time.perf_counter() - started - timings["setup_s"] - timings["features_s"]
+    extracted = {split: sum(per_rank) for split, per_rank in extracted_per_rank.items()}
     record = _record(config, card, backbone, recipes, probe_results, extracted, timings, device)
     record["cache"] = {"mode": plan.decision, "plan": plan.to_dict(), "shape_probe_forwards": shape_probe_forwards}
+    record["distributed"] = {"world_size": dist.world_size, "samples_extracted_per_rank": extracted_per_rank}
     record["results_path"] = str(write_run_json(config.out_dir, record))
     append_rows(Path(config.out_dir) / LEADERBOARD_FILE, _leaderboard_rows(record, split_data))
     return record
@@ -76,6 +90,7 @@ def _classification_metrics(probe, features, labels) -> dict:
 # How a fitted probe of each task kind is scored on one split: (probe, features, labels) -> {metric: value}.
 METRICS_OF_KIND = {
     "classification": _classification_metrics,
+    "segmentation": segmentation_split_metrics,
 }
 
 

@@ -19,6 +19,8 @@ def main(args) -> None:
 
     probes = [p.strip() for p in args.probes.split(",") if p.strip()] if args.probes else []
     record = run(run_config(args, probes=probes, seed=args.seed))
+    if record is None:  # a torchrun rank other than 0: rank 0 reports
+        return
     header = ["probe", "split", *record["probes"][0]["metrics"]["test"]]
     body = [[r["probe"], split] + [f"{m[name]:.4f}" for name in header[2:]]
             for r in record["probes"] for split, m in r["metrics"].items()]
