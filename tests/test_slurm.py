@@ -43,7 +43,8 @@ pytestmark = [
 TEMPLATES = REPO / "sbatch"
 DEMO_SAMPLES = {"train": 333, "val": 106, "test": 112}
 ROWS_PER_RUN = 2 * 3 * 4  # probes x splits x metrics
-FAST_MODEL = {"MODEL": "test_vit", "EXTRA_ARGS": "--random-init"}  # timm's tiny test ViT, 160 px
+# Several chunks per split, so that every rank gets a shard of each split to extract.
+SHARDED = {"MODEL": "test_vit", "EXTRA_ARGS": "--random-init --chunk-rows 64"}
 # Settings the templates read: a developer's shell must not leak them into the jobs.
 _TEMPLATE_VARS = ("TASK", "MODEL", "OUT", "EXTRA_ARGS", "RUN_ARGS", "NPROC_PER_NODE", "MASTER_PORT",
                   "EVALSUITE_SETUP", "MAX_REQUEUES")
@@ -139,6 +140,12 @@ def _check_one_set_of_rows(out: Path, cwd: Path, job_id: str, ranks: int) -> Non
     assert len(run_ids) == 1, f"expected one run's rows from {ranks} ranks, got runs {sorted(run_ids)}\n" + \
         _tail(cwd, job_id)
     assert len(leaderboard_rows(out)) == ROWS_PER_RUN
+    (record_path,) = (out / "runs").glob("*.json")
+    shared = json.loads(record_path.read_text()).get("distributed", {})
+    assert shared.get("world_size") == ranks, shared
+    per_rank = shared["samples_extracted_per_rank"]  # {split: [samples rank 0, rank 1, ...]}
+    assert all(sum(counts[rank] for counts in per_rank.values()) > 0 for rank in range(ranks)), per_rank
+    assert {split: sum(counts) for split, counts in per_rank.items()} == DEMO_SAMPLES, per_rank
 
 
 def test_1gpu_template_runs_the_default_demo_verbatim(cluster, tmp_path):
@@ -190,7 +197,7 @@ def test_budget_gate_refuses_before_any_extraction(cluster, tmp_path):
 
 def test_multigpu_template_runs_one_rank_per_gpu(cluster, tmp_path):
     """All GPUs of the node (2 fake ones): torchrun starts 2 ranks (gloo on the CPU), one set of rows."""
-    rc, job = _sbatch(cluster, "train_multigpu.sbatch", tmp_path, **FAST_MODEL)
+    rc, job = _sbatch(cluster, "train_multigpu.sbatch", tmp_path, **SHARDED)
     log = _log(tmp_path, job)
     assert rc == 0, _tail(tmp_path, job)
     assert "gpus=2 CUDA_VISIBLE_DEVICES=0,1" in log and "torchrun: 2 ranks" in log
@@ -202,7 +209,7 @@ def test_multigpu_template_runs_one_rank_per_gpu(cluster, tmp_path):
 
 def test_multinode_template_on_one_node(cluster, tmp_path):
     """srun + torchrun with the c10d rendezvous on the first host; --nodes=1 as this cluster has one node."""
-    rc, job = _sbatch(cluster, "train_multinode.sbatch", tmp_path, "--nodes=1", **FAST_MODEL)
+    rc, job = _sbatch(cluster, "train_multinode.sbatch", tmp_path, "--nodes=1", **SHARDED)
     log = _log(tmp_path, job)
     assert rc == 0, _tail(tmp_path, job)
     assert re.search(r"c10d rendezvous at localhost:\d+", log) and "torchrun: 2 ranks" in log
