@@ -91,7 +91,8 @@ class MemmapFeatures:
         return self.shape[0]
 
     def __getitem__(self, index):
-        rows = np.array(self.array[index])
+        # Fancy indexing already copies; a slice is a view of the map and must be copied out.
+        rows = np.array(self.array[index]) if isinstance(index, slice) else np.asarray(self.array[index])
         self._release(_index_runs(index, len(self)))
         return rows
 
@@ -143,7 +144,7 @@ class CacheWriter:
         if rows.dtype != CACHE_DTYPE or rows.shape != (chunk["stop"] - chunk["start"], *self.row_shape):
             raise ValueError(f"chunk {index} expects float16 {(chunk['stop'] - chunk['start'], *self.row_shape)}, "
                              f"got {rows.dtype}{rows.shape}")
-        payload = np.ascontiguousarray(rows).tobytes()
+        payload = memoryview(np.ascontiguousarray(rows)).cast("B")  # no copy of the chunk
         offset = self.manifest["data_offset_bytes"] + chunk["start"] * self._row_bytes()
         descriptor = os.open(self.folder / FEATURES_FILE, os.O_WRONLY)
         try:

@@ -10,19 +10,20 @@ import itertools
 import numpy as np
 import torch
 
-from evalsuite.batches import iter_float32_batches
+from evalsuite.batches import BatchSource, iter_float32_batches
 from evalsuite.metrics import METRICS
 from evalsuite.probes._validate import check_features_labels
 
 
 class LinearProbe:
     def __init__(self, num_classes: int, lr=(1e-3,), weight_decay=(0.0,), epochs: int = 100, batch_size: int = 64,
-                 eval_batch_size: int = 1024, class_weight: str | None = "balanced", device: torch.device = torch.device("cpu"), seed: int = 0):
+                 eval_batch_size: int = 1024, stream_block_rows: int | None = None, class_weight: str | None = "balanced", device: torch.device = torch.device("cpu"), seed: int = 0):
         self.num_classes = num_classes
         self.grid = list(itertools.product(_as_list(lr), _as_list(weight_decay)))
         self.epochs = int(epochs)
         self.batch_size = int(batch_size)
         self.eval_batch_size = int(eval_batch_size)
+        self.stream_block_rows = stream_block_rows  # None: sized by bytes (batches.STREAM_BLOCK_BYTES)
         self.class_weight = class_weight
         self.device = torch.device(device)
         self.seed = seed
@@ -54,11 +55,10 @@ class LinearProbe:
             {"params": head.parameters(), "lr": lr, "weight_decay": wd} for head, (lr, wd) in zip(heads, self.grid)
         ])
         loss_fn = torch.nn.CrossEntropyLoss(weight=self._loss_weights(labels))
-        labels_on_device = torch.from_numpy(labels).to(self.device)
-        for _ in range(self.epochs):
-            order = torch.randperm(len(labels), generator=generator).numpy()
-            for batch_indices, batch in iter_float32_batches(features, order, self.batch_size, self.device):
-                target = labels_on_device[torch.from_numpy(batch_indices).to(self.device)]
+        source = BatchSource(features, labels, self.device, block_rows=self.stream_block_rows)
+        batch_size = min(self.batch_size, len(labels))  # drop_last must not drop a whole small split
+        for epoch in range(self.epochs):
+            for batch, target in source.epoch(epoch, batch_size, seed=self.seed):
                 loss = sum(loss_fn(head(batch), target) for head in heads)
                 optimizer.zero_grad(set_to_none=True)
                 loss.backward()
