@@ -12,7 +12,10 @@ import uuid
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+import numpy as np
+
 from evalsuite.backbones import build_backbone
+from evalsuite.bootstrap import bootstrap_intervals
 from evalsuite.cards import load_card
 from evalsuite import distributed
 from evalsuite.errors import EvalsuiteError
@@ -35,7 +38,7 @@ class RunConfig:
     random_init: bool = False
     probes: list = field(default_factory=list)  # empty: the card's default probes
     out_dir: Path = Path("evalsuite_out")
-    seed: int = 0
+    seeds: list = field(default_factory=lambda: [0])  # probes are trained and scored once per seed
     device: str = "auto"
     batch_size: int = 64
     num_workers: int = 2
@@ -72,7 +75,8 @@ def _run(config: RunConfig, dist, device) -> dict | None:
         return None
     timings["features_s"] = time.perf_counter() - started - timings["setup_s"]
 
-    probe_results = [_run_probe(recipe, card, split_data, device, config.seed) for recipe in recipes]
+    probe_results = [_run_probe(recipe, card, split_data, device, seed) for seed in config.seeds
+                     for recipe in recipes]
     timings["probes_s"] = time.perf_counter() - started - timings["setup_s"] - timings["features_s"]
     extracted = {split: sum(per_rank) for split, per_rank in extracted_per_rank.items()}
     record = _record(config, card, backbone, recipes, probe_results, extracted, timings, device)
@@ -83,11 +87,19 @@ def _run(config: RunConfig, dist, device) -> dict | None:
     return record
 
 
-def _classification_metrics(probe, features, labels) -> dict:
-    return compute_metrics(labels, probe.predict_proba(features))
+def _classification_metrics(probe, features, labels, with_intervals: bool = False) -> dict:
+    """{metric: value}; with intervals also {metric + "_ci": (low, high)} from the bootstrap."""
+    proba = probe.predict_proba(features)
+    metrics = compute_metrics(labels, proba)
+    if with_intervals:
+        metrics.update({f"{name}_ci": interval for name, interval in
+                        bootstrap_intervals(np.asarray(labels), proba, seed=probe.seed).items()})
+    return metrics
 
 
 # How a fitted probe of each task kind is scored on one split: (probe, features, labels) -> {metric: value}.
+# Kinds in INTERVALS_OF_KIND also give bootstrap intervals on the test split.
+INTERVALS_OF_KIND = {"classification"}
 METRICS_OF_KIND = {
     "classification": _classification_metrics,
     "segmentation": segmentation_split_metrics,
@@ -99,10 +111,16 @@ def _run_probe(recipe, card, split_data, device, seed: int) -> dict:
     probe = PROBES[recipe.probe](num_classes=card.num_classes, device=device, seed=seed, **recipe.params)
     (train_x, train_y), (val_x, val_y) = split_data["train"], split_data["val"]
     probe.fit(train_x, train_y, val_x, val_y, selection_metric=card.selection_metric)
-    metrics = {split: METRICS_OF_KIND[card.kind](probe, features, labels)
-               for split, (features, labels) in split_data.items()}
-    return {"probe": recipe.name, "recipe": recipe.params, "selected_params": probe.selected_params_,
-            "metrics": metrics, "fit_s": time.perf_counter() - started}
+    score = METRICS_OF_KIND[card.kind]
+    metrics = {split: score(probe, features, labels) for split, (features, labels) in split_data.items()
+               if not (split == "test" and card.kind in INTERVALS_OF_KIND)}
+    intervals = {}
+    if card.kind in INTERVALS_OF_KIND:
+        scored = score(probe, *split_data["test"], with_intervals=True)
+        intervals = {"test": {k[:-3]: list(v) for k, v in scored.items() if k.endswith("_ci")}}
+        metrics["test"] = {k: v for k, v in scored.items() if not k.endswith("_ci")}
+    return {"probe": recipe.name, "seed": seed, "recipe": recipe.params, "selected_params": probe.selected_params_,
+            "metrics": metrics, "intervals_95": intervals, "fit_s": time.perf_counter() - started}
 
 
 def _record(config, card, backbone, recipes, probe_results, extracted, timings, device) -> dict:
@@ -117,7 +135,7 @@ def _record(config, card, backbone, recipes, probe_results, extracted, timings, 
         "model": {"name": backbone.label, "architecture_name": backbone.name, "weights_id": backbone.weights_id,
                   "embed_dim": backbone.embed_dim, "data_config": describe_transform(backbone.data_config)},
         "device": str(device),
-        "seed": config.seed,
+        "seeds": config.seeds,
         "samples_extracted": extracted,
         "probes": probe_results,
         "timings_s": timings,
@@ -125,17 +143,23 @@ def _record(config, card, backbone, recipes, probe_results, extracted, timings, 
     }
 
 
+def _cell(value) -> str:
+    return "" if value == "" else f"{value:.6f}"
+
+
 def _leaderboard_rows(record: dict, split_data: dict) -> list[dict]:
     rows = []
     for result in record["probes"]:
         for split, metrics in result["metrics"].items():
             for metric, value in metrics.items():
+                low, high = result["intervals_95"].get(split, {}).get(metric, ("", ""))
                 rows.append({
                     "run_id": record["run_id"], "timestamp_utc": record["timestamp_utc"],
                     "task": record["task"]["name"], "model": record["model"]["name"],
                     "weights_id": record["model"]["weights_id"], "probe": result["probe"],
                     "selected_params": json.dumps(result["selected_params"], sort_keys=True),
-                    "split": split, "metric": metric, "value": f"{value:.6f}", "seed": record["seed"],
+                    "split": split, "metric": metric, "value": f"{value:.6f}", "seed": result["seed"],
+                    "ci_low": _cell(low), "ci_high": _cell(high),
                     "n_samples": len(split_data[split][1]),
                     "headline_metric": record["task"]["selection_metric"],
                 })

@@ -10,7 +10,23 @@ def add_parser(commands, common) -> None:
     add_task_model_args(run)
     run.add_argument("--probes", help="comma-separated probe recipes (default: the card's probes)")
     run.add_argument("--seed", type=int, default=0, help="probe seed (default 0)")
+    run.add_argument("--seeds", help="comma-separated probe seeds, e.g. 0,1,2,3,4: probes are trained and scored "
+                                     "once per seed, one set of leaderboard rows each (overrides --seed)")
     run.set_defaults(handler=main)
+
+
+def _seeds(args) -> list[int]:
+    from evalsuite.errors import EvalsuiteError
+
+    if not args.seeds:
+        return [args.seed]
+    try:
+        seeds = [int(part) for part in args.seeds.split(",") if part.strip()]
+    except ValueError:
+        raise EvalsuiteError(f"--seeds takes comma-separated integers, got '{args.seeds}'") from None
+    if not seeds or len(set(seeds)) != len(seeds):
+        raise EvalsuiteError(f"--seeds needs distinct integers, got '{args.seeds}'")
+    return seeds
 
 
 def main(args) -> None:
@@ -18,7 +34,7 @@ def main(args) -> None:
     from evalsuite.runner import run
 
     probes = [p.strip() for p in args.probes.split(",") if p.strip()] if args.probes else []
-    record = run(run_config(args, probes=probes, seed=args.seed))
+    record = run(run_config(args, probes=probes, seeds=_seeds(args)))
     if record is None:  # a torchrun rank other than 0: rank 0 reports
         return
     header = ["probe", "split", *record["probes"][0]["metrics"]["test"]]

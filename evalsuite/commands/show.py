@@ -40,7 +40,7 @@ def describe(record: dict, path: Path) -> list[str]:
         f"model     {model.get('name')}  (architecture {model.get('architecture_name')}, embed dim {model.get('embed_dim')})",
         f"weights   {model.get('weights_id')}",
         f"input     {json.dumps(model.get('data_config'), sort_keys=True)}",
-        f"seed      {record.get('seed')}   device {record.get('device')}",
+        f"seeds     {record.get('seeds', record.get('seed'))}   device {record.get('device')}",
     ]
     for probe in record.get("probes", []):
         lines += _probe_lines(probe)
