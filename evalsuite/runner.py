@@ -109,6 +109,11 @@ METRICS_OF_KIND = {
 def _run_probe(recipe, card, split_data, device, seed: int) -> dict:
     started = time.perf_counter()
     probe = PROBES[recipe.probe](num_classes=card.num_classes, device=device, seed=seed, **recipe.params)
+    if getattr(probe, "scores_whole_splits", False):
+        means, intervals = probe.evaluate(split_data, "test")
+        return {"probe": recipe.name, "seed": seed, "recipe": recipe.params, "selected_params": probe.selected_params_,
+                "metrics": {"test": means}, "intervals_95": {"test": intervals},
+                "fit_s": time.perf_counter() - started}
     (train_x, train_y), (val_x, val_y) = split_data["train"], split_data["val"]
     probe.fit(train_x, train_y, val_x, val_y, selection_metric=card.selection_metric)
     score = METRICS_OF_KIND[card.kind]

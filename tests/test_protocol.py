@@ -71,3 +71,27 @@ def _record(out):
 def test_bad_seeds_are_a_one_line_error(tmp_path):
     assert_one_line_error(run_cli("run", *TINY, "--out", tmp_path, "--seeds", "0,x"), "--seeds", "'0,x'")
     assert_one_line_error(run_cli("run", *TINY, "--out", tmp_path, "--seeds", "1,1"), "distinct")
+
+
+def test_simpleshot_improves_with_shots_and_reports_an_interval():
+    from evalsuite.probes import FewShotProbe
+
+    rng = np.random.default_rng(0)
+    centres = rng.normal(0, 1, size=(3, 16))
+    labels = np.repeat(np.arange(3), 60)
+    features = (centres[labels] + rng.normal(0, 1.5, size=(180, 16))).astype(np.float16)
+    split_data = {"train": (features[::2], labels[::2]), "test": (features[1::2], labels[1::2])}
+    means, intervals = FewShotProbe(3, shots=[1, 16], support_sets=50, batch_size=32).evaluate(split_data)
+    assert means["balanced_accuracy_16shot"] > means["balanced_accuracy_1shot"] + 0.05
+    for name, (low, high) in intervals.items():
+        assert low <= means[name] <= high
+
+
+@pytest.mark.slow
+def test_fewshot_probe_through_the_cli(tmp_path):
+    result = run_cli("run", *TINY, "--out", tmp_path, "--probes", "fewshot")
+    assert result.returncode == 0, result.stderr
+    board = pd.read_csv(tmp_path / "leaderboard.csv")
+    assert set(board["split"]) == {"test"}
+    assert {f"balanced_accuracy_{k}shot" for k in (1, 2, 4, 8, 16)} <= set(board["metric"])
+    assert ((board["ci_low"] <= board["value"] + 1e-9) & (board["value"] <= board["ci_high"] + 1e-9)).all()

@@ -37,11 +37,12 @@ def main(args) -> None:
     record = run(run_config(args, probes=probes, seeds=_seeds(args)))
     if record is None:  # a torchrun rank other than 0: rank 0 reports
         return
-    header = ["probe", "split", *record["probes"][0]["metrics"]["test"]]
-    body = [[r["probe"], split] + [f"{m[name]:.4f}" for name in header[2:]]
-            for r in record["probes"] for split, m in r["metrics"].items()]
     print(f"task {record['task']['name']}  model {record['model']['name']}  run {record['run_id']}  "
           f"cache {record['cache']['mode']}")
-    print(format_table(header, body))
+    for result in record["probes"]:
+        metric_names = list(result["metrics"]["test"])
+        body = [[result["probe"], result["seed"], split] + [f"{metrics[name]:.4f}" for name in metric_names]
+                for split, metrics in result["metrics"].items()]
+        print(format_table(["probe", "seed", "split", *metric_names], body))
     print(f"results: {record['results_path']}")
     print(f"leaderboard: {Path(args.out) / 'leaderboard.csv'}")

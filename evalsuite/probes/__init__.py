@@ -4,10 +4,16 @@ Every probe takes features through `evalsuite.batches.iter_float32_batches`, so 
 holds the whole cache as float32.
 """
 
+from evalsuite.probes.fewshot import FewShotProbe
 from evalsuite.probes.knn import KNNProbe
 from evalsuite.probes.linear import LinearProbe
+from evalsuite.probes.seg_linear import SegLinearProbe
+from evalsuite.probes.seg_masktransformer import SegMaskTransformerProbe
 
 PROBES = {
     "linear": LinearProbe,
     "knn": KNNProbe,
+    "fewshot": FewShotProbe,
+    "seg_linear": SegLinearProbe,
+    "seg_masktransformer": SegMaskTransformerProbe,
 }

@@ -1,0 +1,75 @@
+"""Few-shot probe: SimpleShot over many sampled support sets, for several shot counts.
+
+For each k in `shots` and each of `support_sets` draws: k training samples per class form the
+support set; features are centred on the support mean and L2-normalised; a test item goes to
+the nearest class centroid (cosine similarity to the normalised centroids). Each metric is
+reported as the mean over support sets with the 2.5-97.5 percentile interval. Test features
+are streamed once per k in float32 batches; all support sets are scored on each batch.
+"""
+
+import numpy as np
+import torch
+
+from evalsuite.batches import iter_float32_batches
+from evalsuite.metrics import compute_metrics
+from evalsuite.probes._validate import check_features_labels
+
+
+class FewShotProbe:
+    scores_whole_splits = True  # the runner asks for evaluate() instead of fit/predict_proba
+
+    def __init__(self, num_classes: int, shots=(1, 2, 4, 8, 16), support_sets: int = 100, batch_size: int = 256,
+                 device: torch.device = torch.device("cpu"), seed: int = 0):
+        self.num_classes = num_classes
+        self.shots = [int(k) for k in shots]
+        self.support_sets = int(support_sets)
+        self.batch_size = int(batch_size)
+        self.device = torch.device(device)
+        self.seed = seed
+        self.selected_params_ = {"shots": self.shots, "support_sets": self.support_sets}
+
+    def evaluate(self, split_data: dict, split: str = "test") -> tuple[dict, dict]:
+        """({metric@kshot: mean}, {metric@kshot: (low, high)}) on one split."""
+        train_x, train_y = split_data["train"]
+        train_y = check_features_labels(train_x, train_y, self.num_classes, "few-shot probe train split")
+        test_x, test_y = split_data[split]
+        test_y = check_features_labels(test_x, test_y, self.num_classes, f"few-shot probe {split} split")
+        rng = np.random.default_rng(self.seed)
+        means, intervals = {}, {}
+        for shots in self.shots:
+            supports = [self._support_indices(train_y, shots, rng) for _ in range(self.support_sets)]
+            scores = self._scores(train_x, train_y, supports, test_x)
+            per_set = [compute_metrics(test_y, s) for s in scores]
+            for name in per_set[0]:
+                values = np.array([m[name] for m in per_set])
+                means[f"{name}_{shots}shot"] = float(np.nanmean(values))
+                intervals[f"{name}_{shots}shot"] = (float(np.nanpercentile(values, 2.5)),
+                                                    float(np.nanpercentile(values, 97.5)))
+        return means, intervals
+
+    def _support_indices(self, labels: np.ndarray, shots: int, rng) -> np.ndarray:
+        # A class with fewer than k training samples contributes all it has.
+        picks = [rng.choice(np.flatnonzero(labels == c), size=min(shots, int((labels == c).sum())), replace=False)
+                 for c in range(self.num_classes) if (labels == c).any()]
+        return np.sort(np.concatenate(picks))
+
+    @torch.no_grad()
+    def _scores(self, train_x, train_y, supports, test_x) -> np.ndarray:
+        """[support sets, test items, classes] cosine similarity to each set's class centroids."""
+        means, centroids = [], []
+        for indices in supports:
+            support = torch.from_numpy(np.asarray(train_x[indices])).to(self.device).float()
+            mean = support.mean(dim=0)
+            normed = torch.nn.functional.normalize(support - mean, dim=1)
+            labels = torch.from_numpy(train_y[indices]).to(self.device)
+            centroid = torch.zeros(self.num_classes, normed.shape[1], device=self.device).index_add_(0, labels, normed)
+            means.append(mean)
+            centroids.append(torch.nn.functional.normalize(centroid, dim=1))
+        means, centroids = torch.stack(means), torch.stack(centroids)  # [S, D], [S, C, D]
+        out = np.empty((len(supports), len(test_x), self.num_classes), dtype=np.float32)
+        order = np.arange(len(test_x))
+        for batch_indices, batch in iter_float32_batches(test_x, order, self.batch_size, self.device):
+            queries = torch.nn.functional.normalize(batch[None] - means[:, None], dim=2)  # [S, b, D]
+            similarity = torch.einsum("sbd,scd->sbc", queries, centroids)
+            out[:, batch_indices] = ((similarity + 1) / 2).cpu().numpy()  # in [0, 1]; classes absent score 0.5
+        return out
