@@ -43,8 +43,15 @@ class Backbone:
             return self.model(images)
         return pool_tokens(self.model.forward_features(images), self.pooling, self.num_prefix_tokens)
 
-    def dense_features(self, images):
-        """[batch, grid_h, grid_w, width]: patch tokens (class and register tokens dropped), or a CNN's last map."""
+    def dense_features(self, images, layers=(-1,)):
+        """[batch, grid_h, grid_w, width]: patch tokens (class and register tokens dropped), or a CNN's last map.
+
+        `layers` (ViTs only) picks transformer blocks by index (negative from the end); their
+        outputs, each through the model's final norm, are concatenated along the width in the
+        order given. The default (-1,) is the output of `forward_features`.
+        """
+        if tuple(layers) != (-1,):
+            return self._block_features(images, tuple(layers))
         features = self.model.forward_features(images)
         if features.ndim == 4:
             nhwc = getattr(self.model, "output_fmt", "NCHW") == "NHWC"
@@ -53,6 +60,27 @@ class Backbone:
             raise EvalsuiteError(f"model '{self.name}' has no patch grid to give dense features")
         grid = token_grid(tuple(images.shape[-2:]), self.patch_size_px)
         return patch_grid(features, self.num_prefix_tokens, grid)
+
+    def _block_features(self, images, layers: tuple):
+        blocks = getattr(self.model, "blocks", None)
+        if self.patch_size_px is None or blocks is None or not hasattr(self.model, "norm"):
+            raise EvalsuiteError(f"model '{self.name}' gives only its last feature map; use layers [-1] for it")
+        picked = []
+        for layer in layers:
+            if not -len(blocks) <= layer < len(blocks):
+                raise EvalsuiteError(f"layer {layer} is out of range for model '{self.name}' with {len(blocks)} blocks")
+            picked.append(layer % len(blocks))
+        outputs = {}
+        hooks = [blocks[i].register_forward_hook(lambda _m, _in, out, i=i: outputs.__setitem__(i, out))
+                 for i in sorted(set(picked))]
+        try:
+            self.model.forward_features(images)
+        finally:
+            for hook in hooks:
+                hook.remove()
+        grid = token_grid(tuple(images.shape[-2:]), self.patch_size_px)
+        return torch.cat([patch_grid(self.model.norm(outputs[i]), self.num_prefix_tokens, grid) for i in picked],
+                         dim=-1)
 
 
 def build_backbone(name: str, weights: str | None = None, random_init: bool = False) -> Backbone:

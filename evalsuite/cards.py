@@ -12,10 +12,12 @@ import yaml
 
 from evalsuite.errors import EvalsuiteError
 from evalsuite.metrics import METRICS
+from evalsuite.segmentation_metrics import BACKGROUND, SEGMENTATION_METRICS
 from evalsuite.resources import cards_dir, yaml_names
 
 KINDS = ("classification", "segmentation")
 REQUIRED_SPLITS = ("train", "val", "test")
+DEFAULT_LAYERS = (-1,)
 
 
 @dataclass(frozen=True)
@@ -109,10 +111,14 @@ def _card_from_mapping(raw: dict, path: Path, sha256: str) -> TaskCard:
     if missing_splits:
         raise EvalsuiteError(f"task card {path}: field 'splits' must include {', '.join(missing_splits)}")
     selection_metric = _field(raw, path, "selection_metric", str)
-    if selection_metric not in METRICS:
-        raise EvalsuiteError(
-            f"task card {path}: field 'selection_metric' must be one of {', '.join(METRICS)}, got '{selection_metric}'"
-        )
+    allowed_metrics = SEGMENTATION_METRICS if kind == "segmentation" else METRICS
+    if selection_metric not in allowed_metrics:
+        raise EvalsuiteError(f"task card {path}: field 'selection_metric' must be one of {', '.join(allowed_metrics)} "
+                             f"for a {kind} card, got '{selection_metric}'")
+    if kind == "segmentation":
+        _check_segmentation_fields(raw, path, classes)
+    elif "layers" in raw:
+        raise EvalsuiteError(f"task card {path}: field 'layers' applies to segmentation cards only")
     probes = _string_list(raw, path, "probes")
     known = {"name", "kind", "reader", "classes", "splits", "selection_metric", "probes", "description", "data_root"}
     return TaskCard(
@@ -130,3 +136,19 @@ def _card_from_mapping(raw: dict, path: Path, sha256: str) -> TaskCard:
         data_root=_field(raw, path, "data_root", str, required=False),
         extra={k: v for k, v in raw.items() if k not in known},
     )
+
+
+def _check_segmentation_fields(raw: dict, path: Path, classes: list) -> None:
+    if classes[0] != BACKGROUND:
+        raise EvalsuiteError(f"task card {path}: a segmentation card lists '{BACKGROUND}' as its first class "
+                             f"(label 0), got '{classes[0]}'")
+    layers = raw.get("layers", list(DEFAULT_LAYERS))
+    if not isinstance(layers, list) or not layers or not all(isinstance(v, int) and not isinstance(v, bool)
+                                                             for v in layers) or len(set(layers)) != len(layers):
+        raise EvalsuiteError(f"task card {path}: field 'layers' must be a non-empty list of distinct block indices "
+                             f"(negative from the last block), e.g. [-1] or [-4, -3, -2, -1]")
+
+
+def dense_layers(card: TaskCard) -> tuple:
+    """Blocks whose patch tokens a segmentation card caches (concatenated along the width); default (-1,)."""
+    return tuple(card.extra.get("layers", DEFAULT_LAYERS))

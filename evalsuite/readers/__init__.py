@@ -16,9 +16,13 @@ from evalsuite.errors import EvalsuiteError
 from evalsuite.readers.bach import BachReader
 from evalsuite.readers.bracs import BracsReader
 from evalsuite.readers.breakhis import BreakhisReader
+from evalsuite.readers.consep import ConsepReader
 from evalsuite.readers.crc import CrcReader
+from evalsuite.readers.hgsc_seg import HgscSegReader
 from evalsuite.readers.hgsc_tiles import HgscTileReader
 from evalsuite.readers.mhist import MhistReader
+from evalsuite.readers.monusac import MonusacReader
+from evalsuite.readers.pannuke import PannukeReader
 from evalsuite.readers.pcam import PcamReader
 from evalsuite.resources import shipped_data_dir
 
@@ -30,6 +34,10 @@ READERS = {
     "mhist": MhistReader,
     "bracs": BracsReader,
     "breakhis": BreakhisReader,
+    "hgsc_seg": HgscSegReader,
+    "pannuke": PannukeReader,
+    "consep": ConsepReader,
+    "monusac": MonusacReader,
 }
 
 _PACKAGE_PREFIX = "package:"

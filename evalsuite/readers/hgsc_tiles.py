@@ -25,6 +25,15 @@ MASK_KEY = "nuc_raster"
 SPLIT_OF_RESIDUE = ("train", "train", "train", "val", "test")
 
 
+def split_of(row_px: int, col_px: int, block_size_px: int) -> str:
+    """The split of the pixel (row, col): that of its block_size_px block in the Latin square.
+
+    Shared with the demo segmentation task (readers/hgsc_seg.py), whose tiles lie inside one block.
+    """
+    residue = (row_px // block_size_px + 2 * (col_px // block_size_px)) % len(SPLIT_OF_RESIDUE)
+    return SPLIT_OF_RESIDUE[residue]
+
+
 class TileDataset(torch.utils.data.Dataset):
     def __init__(self, image: np.ndarray, origins: np.ndarray, labels: np.ndarray, tile_size_px: int, transform):
         self.image = image
@@ -55,8 +64,8 @@ class HgscTileReader:
         self.tile_size_px = tile_size_px
         self.block_size_px = block_size_px
         self.min_nucleus_fraction = min_nucleus_fraction
-        self.image = _read_image(data_root / IMAGE_FILE)
-        type_mask = _read_type_mask(data_root / TYPE_MASK_FILE, self.image.shape[:2], card.num_classes)
+        self.image = read_image(data_root / IMAGE_FILE)
+        type_mask = read_type_mask(data_root / TYPE_MASK_FILE, self.image.shape[:2], card.num_classes)
         self.origins, self.labels, self.splits = self._tile(type_mask)
 
     def _tile(self, type_mask: np.ndarray):
@@ -71,8 +80,7 @@ class HgscTileReader:
                     continue
                 origins.append((row, col))
                 labels.append(int(counts.argmax()))
-                residue = (row // self.block_size_px + 2 * (col // self.block_size_px)) % len(SPLIT_OF_RESIDUE)
-                splits.append(SPLIT_OF_RESIDUE[residue])
+                splits.append(split_of(row, col, self.block_size_px))
         return np.array(origins, dtype=np.int64), np.array(labels, dtype=np.int64), np.array(splits)
 
     def dataset(self, split: str, transform) -> TileDataset:
@@ -80,7 +88,7 @@ class HgscTileReader:
         return TileDataset(self.image, self.origins[chosen], self.labels[chosen], self.tile_size_px, transform)
 
 
-def _read_image(path: Path) -> np.ndarray:
+def read_image(path: Path) -> np.ndarray:
     if not path.is_file():
         raise EvalsuiteError(f"missing data file {path}; point --data-root at the folder holding {IMAGE_FILE}")
     try:
@@ -90,7 +98,7 @@ def _read_image(path: Path) -> np.ndarray:
         raise EvalsuiteError(f"cannot read image {path} ({exc}); replace it with a valid RGB image") from None
 
 
-def _read_type_mask(path: Path, image_shape: tuple, n_types: int) -> np.ndarray:
+def read_type_mask(path: Path, image_shape: tuple, n_types: int) -> np.ndarray:
     if not path.is_file():
         raise EvalsuiteError(f"missing data file {path}; point --data-root at the folder holding {TYPE_MASK_FILE}")
     try:

@@ -1,0 +1,148 @@
+"""Helpers shared by the segmentation readers (pannuke, consep, monusac, hgsc_seg).
+
+A segmentation reader describes its data as *sources* (an image with its class mask: a PanNuke
+array row, a CoNSeP or MoNuSAC image file, the demo crop) and *tiles* (source, top, left) of
+`tile_px` x `tile_px` pixels cut from them. `SegTileDataset` serves the tiles:
+
+- items are `(transform(PIL tile), tile index)`: the backbone only needs the image, and the
+  masks are not decoded per item;
+- `labels` is the uint8 array [tiles, tile_px, tile_px] of class ids (0 = background,
+  IGNORE_INDEX = 255 = ignored), built on first access, one source mask at a time, so a
+  split whose features are already cached never decodes a mask;
+- a tile that reaches past the image edge is padded: white (255) image pixels, IGNORE_INDEX
+  labels, so padding is neither trained on nor scored.
+
+The source decodes one image at a time and keeps the last one (tiles of an image are
+consecutive), so a DataLoader worker holds at most one decoded image.
+"""
+
+import numpy as np
+import torch
+from PIL import Image
+
+from evalsuite.errors import EvalsuiteError
+from evalsuite.segmentation_metrics import IGNORE_INDEX, register_class_names
+
+PAD_PIXEL = 255
+
+
+def grid_origins(size_px: int, tile_px: int, stride_px: int, cover: bool) -> list[int]:
+    """Tile starts along one axis: `cover` pads the last tile past the edge; otherwise a remainder
+    shorter than a tile is left out."""
+    if cover:
+        return list(range(0, max(size_px, 1), stride_px))
+    return list(range(0, size_px - tile_px + 1, stride_px))
+
+
+def check_tiling(card, tile_px, stride_px) -> None:
+    for name, value in (("tile_size_px", tile_px), ("stride_px", stride_px)):
+        if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+            raise EvalsuiteError(f"task card {card.path}: reader.args.{name} must be a positive integer, got {value!r}")
+
+
+def check_mask_values(mask: np.ndarray, num_classes: int, what: str, allow_ignore: bool = False) -> None:
+    values = np.unique(mask)
+    bad = values[(values < 0) | (values >= num_classes)]
+    if allow_ignore:
+        bad = bad[bad != IGNORE_INDEX]
+    if len(bad):
+        raise EvalsuiteError(f"{what} has class id {bad[0]} outside 0..{num_classes - 1}; "
+                             f"check the file or the card's classes")
+
+
+class SegmentationReader:
+    """Base: a subclass sets `self.source` and `self.tiles = {split: int64 [n, 3] (source, top, left)}`."""
+
+    def __init__(self, card, tile_px: int):
+        self.card = card
+        self.tile_px = tile_px
+        self.source = None
+        self.tiles: dict = {}
+        register_class_names(card.classes)
+
+    def dataset(self, split: str, transform) -> "SegTileDataset":
+        if split not in self.tiles:
+            raise EvalsuiteError(f"task '{self.card.name}' has no split '{split}'; it has {', '.join(self.tiles)}")
+        return SegTileDataset(self.source, self.tiles[split], self.tile_px, transform)
+
+
+class SegTileDataset(torch.utils.data.Dataset):
+    def __init__(self, source, tiles: np.ndarray, tile_px: int, transform):
+        self.source = source
+        self.tiles = np.asarray(tiles, dtype=np.int64).reshape(-1, 3)
+        self.tile_px = tile_px
+        self.transform = transform
+        self._labels = None
+
+    def __len__(self) -> int:
+        return len(self.tiles)
+
+    @property
+    def labels(self) -> np.ndarray:
+        if self._labels is None:
+            labels = np.empty((len(self.tiles), self.tile_px, self.tile_px), dtype=np.uint8)
+            for src in np.unique(self.tiles[:, 0]):
+                mask = self.source.mask(int(src))
+                for i in np.flatnonzero(self.tiles[:, 0] == src):
+                    labels[i] = crop(mask, self.tiles[i, 1], self.tiles[i, 2], self.tile_px, IGNORE_INDEX)
+            self._labels = labels
+        return self._labels
+
+    def __getitem__(self, index: int):
+        src, top, left = (int(v) for v in self.tiles[index])
+        tile = crop(self.source.image(src), top, left, self.tile_px, PAD_PIXEL)
+        return self.transform(Image.fromarray(tile)), index
+
+
+def crop(array: np.ndarray, top: int, left: int, size: int, fill) -> np.ndarray:
+    """array[top:top+size, left:left+size], padded with `fill` where it runs past the edge."""
+    window = array[top : top + size, left : left + size]
+    if window.shape[:2] == (size, size):
+        return np.ascontiguousarray(window)
+    out = np.full((size, size, *array.shape[2:]), fill, dtype=array.dtype)
+    out[: window.shape[0], : window.shape[1]] = window
+    return out
+
+
+class CachedSource:
+    """Base of the file-backed sources: decodes one image at a time and keeps the last one."""
+
+    def __init__(self):
+        self._last = (None, None)
+
+    def image(self, index: int) -> np.ndarray:
+        if self._last[0] != index:
+            self._last = (index, self.read_image(index))
+        return self._last[1]
+
+    def read_image(self, index: int) -> np.ndarray:
+        raise NotImplementedError
+
+    def mask(self, index: int) -> np.ndarray:
+        raise NotImplementedError
+
+    def __getstate__(self) -> dict:
+        state = dict(self.__dict__)
+        state["_last"] = (None, None)
+        return state
+
+
+def image_size(path, task: str) -> tuple[int, int]:
+    """(height, width) from the image file's header, without decoding the pixels."""
+    try:
+        with Image.open(path) as opened:
+            width, height = opened.size
+    except (OSError, SyntaxError, ValueError, Image.DecompressionBombError) as exc:
+        raise EvalsuiteError(f"{task}: cannot read image {path} ({' '.join(str(exc).split())}); re-download it") from None
+    return height, width
+
+
+def carve_val_units(units: list, fraction: float, seed: int) -> set:
+    """A seeded share of `units` (image or patient names) for val: round(fraction x count), at least
+    one and never all; depends only on the sorted unit names and the seed."""
+    ordered = sorted(set(units))
+    if len(ordered) < 2:
+        return set()
+    n_val = min(max(int(round(fraction * len(ordered))), 1), len(ordered) - 1)
+    chosen = np.random.default_rng(seed).permutation(len(ordered))[:n_val]
+    return {ordered[i] for i in chosen}

@@ -1,0 +1,119 @@
+"""MoNuSAC 2020 (multi-organ nuclei segmentation and classification), read as distributed.
+
+Layout under --data-root (one folder per patient; the `.svs` beside each `.tif` is not used):
+  MoNuSAC_images_and_annotations/<patient>/<image>.tif + <image>.xml        (209 images)
+  MoNuSAC Testing Data and Annotations/<patient>/<image>.tif + <image>.xml  (85 images)
+Each XML (Aperio ImageScope) has one `Annotation` per class, named by its first
+`Attributes/Attribute@Name` (Epithelial, Lymphocyte, Neutrophil, Macrophage; the test set adds
+Ambiguous), holding polygons as `Regions/Region/Vertices/Vertex@X,@Y` in image pixels.
+Class map: 0 background, 1 Epithelial, 2 Lymphocyte, 3 Neutrophil, 4 Macrophage. Polygons are
+filled in file order (PIL ImageDraw.polygon, outline included; a later polygon wins where two
+overlap); Ambiguous polygons are filled last with the ignore value (255), so those pixels count
+in neither the loss nor the metric. Regions with fewer than 3 vertices are skipped.
+Tiles: images vary (about 81 to 1,956 px a side), so each is cut into `tile_size_px` (256)
+tiles with stride `stride_px` (256) covering it; the last row and column of tiles are padded
+past the image edge (white pixels, ignored labels). Tiles are resized to the backbone input;
+labels stay at 256x256.
+Splits: test = the testing folder; val = `val_fraction` (0.2) of the training patients chosen
+with `val_seed` (0), whole patients; train = the other training patients.
+"""
+
+import xml.etree.ElementTree as ElementTree
+from pathlib import Path
+
+import numpy as np
+from PIL import Image, ImageDraw
+
+from evalsuite.errors import EvalsuiteError
+from evalsuite.readers._common import check_classes, check_count, layout_error, list_files, open_rgb, require_dir
+from evalsuite.readers._seg_common import (CachedSource, SegmentationReader, carve_val_units, check_tiling,
+                                           grid_origins, image_size)
+from evalsuite.segmentation_metrics import IGNORE_INDEX
+
+TASK = "monusac"
+TRAIN_FOLDER = "MoNuSAC_images_and_annotations"
+TEST_FOLDER = "MoNuSAC Testing Data and Annotations"
+LAYOUT = f"'{TRAIN_FOLDER}/<patient>/<image>.{{tif,xml}}' and '{TEST_FOLDER}/<patient>/<image>.{{tif,xml}}'"
+CLASSES = ["background", "Epithelial", "Lymphocyte", "Neutrophil", "Macrophage"]
+AMBIGUOUS = "Ambiguous"
+OFFICIAL_COUNTS = {TRAIN_FOLDER: 209, TEST_FOLDER: 85}
+
+
+def read_polygons(path: Path) -> list[tuple[int, list]]:
+    """[(class id or IGNORE_INDEX, [(x, y), ...]), ...] of one annotation file, Ambiguous last."""
+    try:
+        root = ElementTree.parse(path).getroot()
+    except (OSError, ElementTree.ParseError) as exc:
+        raise EvalsuiteError(f"{TASK}: cannot parse {path} as XML ({' '.join(str(exc).split())})") from None
+    polygons, ambiguous = [], []
+    for annotation in root.iter("Annotation"):
+        attribute = annotation.find("Attributes/Attribute")
+        name = attribute.get("Name") if attribute is not None else None
+        if name != AMBIGUOUS and name not in CLASSES[1:]:
+            raise EvalsuiteError(f"{TASK}: {path} has an Annotation named {name!r}; expected one of "
+                                 f"{', '.join(CLASSES[1:] + [AMBIGUOUS])}")
+        value = IGNORE_INDEX if name == AMBIGUOUS else CLASSES.index(name)
+        for region in annotation.iter("Region"):
+            try:
+                vertices = [(float(v.get("X")), float(v.get("Y"))) for v in region.iter("Vertex")]
+            except (TypeError, ValueError):
+                raise EvalsuiteError(f"{TASK}: {path} has a Vertex without numeric X and Y") from None
+            if len(vertices) >= 3:
+                (ambiguous if value == IGNORE_INDEX else polygons).append((value, vertices))
+    if not polygons and not ambiguous:
+        raise EvalsuiteError(f"{TASK}: {path} has no polygons (no Annotation/Regions/Region/Vertices with 3 or "
+                             f"more Vertex); expected a MoNuSAC annotation file")
+    return polygons + ambiguous
+
+
+class MonusacImages(CachedSource):
+    def __init__(self, images: list, annotations: list, sizes: list):
+        super().__init__()
+        self.images, self.annotations, self.sizes = images, annotations, sizes
+
+    def read_image(self, index: int) -> np.ndarray:
+        return np.asarray(open_rgb(self.images[index]))
+
+    def mask(self, index: int) -> np.ndarray:
+        height, width = self.sizes[index]
+        canvas = Image.new("L", (width, height), 0)
+        draw = ImageDraw.Draw(canvas)
+        for value, vertices in read_polygons(self.annotations[index]):
+            draw.polygon(vertices, fill=int(value), outline=int(value))
+        return np.asarray(canvas, dtype=np.uint8)
+
+
+class MonusacReader(SegmentationReader):
+    def __init__(self, card, data_root: Path, tile_size_px: int = 256, stride_px: int = 256,
+                 val_fraction: float = 0.2, val_seed: int = 0, check_counts: bool = True):
+        check_classes(card, CLASSES, TASK, "class map (background + the 4 annotated nucleus classes)")
+        check_tiling(card, tile_size_px, stride_px)
+        if not 0 < val_fraction < 1:
+            raise EvalsuiteError(f"task card {card.path}: reader.args.val_fraction must be between 0 and 1")
+        super().__init__(card, tile_size_px)
+        root = Path(data_root)
+        images, annotations, sizes, owners = [], [], [], []
+        for folder in (TRAIN_FOLDER, TEST_FOLDER):
+            patients = sorted(p for p in require_dir(root / folder, TASK, LAYOUT).iterdir()
+                              if p.is_dir() and not p.name.startswith("."))
+            found = [(patient, image) for patient in patients for image in list_files(patient, ".tif")]
+            if not found:
+                raise layout_error(TASK, f"no <patient>/*.tif images in {root / folder}", LAYOUT)
+            check_count(TASK, f"folder '{folder}'", len(found), OFFICIAL_COUNTS[folder], check_counts)
+            for patient, image in found:
+                annotation = image.with_suffix(".xml")
+                if not annotation.is_file():
+                    raise layout_error(TASK, f"missing annotation file {annotation} for {image}", LAYOUT)
+                read_polygons(annotation)  # validated now: a bad file fails before any extraction
+                images.append(image)
+                annotations.append(annotation)
+                sizes.append(image_size(image, TASK))
+                owners.append((folder, patient.name))
+        self.source = MonusacImages(images, annotations, sizes)
+        val_patients = carve_val_units([p for f, p in owners if f == TRAIN_FOLDER], val_fraction, val_seed)
+        tiles = {"train": [], "val": [], "test": []}
+        for index, ((folder, patient), (height, width)) in enumerate(zip(owners, sizes)):
+            split = "test" if folder == TEST_FOLDER else "val" if patient in val_patients else "train"
+            tiles[split] += [(index, top, left) for top in grid_origins(height, tile_size_px, stride_px, True)
+                             for left in grid_origins(width, tile_size_px, stride_px, True)]
+        self.tiles = {split: np.array(rows, dtype=np.int64).reshape(-1, 3) for split, rows in tiles.items()}
