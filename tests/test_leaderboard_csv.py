@@ -87,16 +87,16 @@ def test_a_schema_1_file_is_widened_in_place_and_keeps_its_rows(tmp_path):
 
 def test_columns_from_a_newer_version_are_kept_on_append_and_ignored_by_the_reader(tmp_path):
     board = tmp_path / "leaderboard.csv"
-    newer = COLUMNS + ["ci_low", "ci_high"]
+    newer = COLUMNS + ["pixel_spacing_um", "stain"]
     with open(board, "w", newline="") as handle:
         writer = csv.DictWriter(handle, fieldnames=newer, lineterminator="\n")
         writer.writeheader()
-        writer.writerow({**make_row("newer"), "schema": 3, "ci_low": 0.4, "ci_high": 0.6})
+        writer.writerow({**make_row("newer"), "schema": SCHEMA_VERSION + 1, "pixel_spacing_um": 0.5, "stain": "HE"})
 
     append_rows(board, [make_row("ours")])
     frame = pd.read_csv(board)
     assert list(frame.columns) == newer
-    assert frame["ci_low"].iloc[0] == 0.4 and pd.isna(frame["ci_low"].iloc[1])
+    assert frame["pixel_spacing_um"].iloc[0] == 0.5 and pd.isna(frame["pixel_spacing_um"].iloc[1])
     assert [r["value"] for r in read_rows(board)] == [0.5, 0.5]
 
 
@@ -118,7 +118,7 @@ def test_rows_written_by_the_runner_helper_match_the_conftest_reader(tmp_path):
     ("", ["leaderboard.csv is empty"]),
     ("name,score\nx,1\n", ["not an evalsuite leaderboard", "missing columns: schema, run_id"]),
     (",".join(COLUMNS) + "\n", ["has a header but no rows"]),
-    (",".join(COLUMNS) + "\n2,r,t,demo,m,w,linear,{},test,accuracy,high,0,1,accuracy\n",
+    (",".join(COLUMNS) + "\n2,r,t,demo,m,w,linear,{},test,accuracy,high,0,1,accuracy,,\n",
      ["line 2", "value 'high'", "not a number"]),
     (",".join(COLUMNS) + "\n2,r,t,demo,m\n", ["line 2", "wrong number of fields"]),
 ])

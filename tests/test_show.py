@@ -43,7 +43,7 @@ def test_show_prints_what_reproduces_the_run(runs):
     assert lines[0].startswith("run       20260102T000000Z-bbbb3333")
     assert lines[1].startswith("command   python -m evalsuite run --task 'my card.yaml'   (in ")
     assert f"sha256 {hashlib.sha256(card.read_bytes()).hexdigest()}  (card unchanged since the run)" in result.stdout
-    assert "weights   sha256:feed" in lines and "seed      3   device cpu" in lines
+    assert "weights   sha256:feed" in lines and "seeds     3   device cpu" in lines
     assert [line.split()[0] for line in lines if line.startswith("          ") and "f1_macro 0." in line] \
         == ["train", "val", "test"]
 
