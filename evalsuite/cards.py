@@ -13,7 +13,7 @@ import yaml
 from evalsuite.errors import EvalsuiteError
 from evalsuite.metrics import METRICS
 from evalsuite.segmentation_metrics import BACKGROUND, SEGMENTATION_METRICS
-from evalsuite.resources import cards_dir, yaml_names
+from evalsuite.resources import cards_dir, find_yaml
 
 KINDS = ("classification", "segmentation")
 REQUIRED_SPLITS = ("train", "val", "test")
@@ -43,19 +43,7 @@ class TaskCard:
 
 def find_card(task: str) -> Path:
     """Resolve `--task` given as a card name (shipped) or as a path to a .yaml file."""
-    looks_like_path = task.endswith((".yaml", ".yml")) or "/" in task
-    if looks_like_path:
-        path = Path(task)
-        if not path.is_file():
-            raise EvalsuiteError(f"task card file not found: {path}; check the path")
-        return path
-    path = cards_dir() / f"{task}.yaml"
-    if not path.is_file():
-        known = ", ".join(yaml_names(cards_dir())) or "none"
-        raise EvalsuiteError(
-            f"unknown task '{task}'; known tasks: {known} (or pass a path to a card .yaml)"
-        )
-    return path
+    return find_yaml(task, cards_dir(), "task card", "task")
 
 
 def load_card(task: str) -> TaskCard:

@@ -6,7 +6,7 @@ from pathlib import Path
 import yaml
 
 from evalsuite.errors import EvalsuiteError
-from evalsuite.resources import recipes_dir, yaml_names
+from evalsuite.resources import find_yaml, recipes_dir
 
 
 @dataclass(frozen=True)
@@ -18,16 +18,7 @@ class ProbeRecipe:
 
 
 def find_recipe(name: str) -> Path:
-    if name.endswith((".yaml", ".yml")) or "/" in name:
-        path = Path(name)
-        if not path.is_file():
-            raise EvalsuiteError(f"probe recipe file not found: {path}; check the path")
-        return path
-    path = recipes_dir() / f"{name}.yaml"
-    if not path.is_file():
-        known = ", ".join(yaml_names(recipes_dir())) or "none"
-        raise EvalsuiteError(f"unknown probe '{name}'; known probes: {known} (or pass a path to a recipe .yaml)")
-    return path
+    return find_yaml(name, recipes_dir(), "probe recipe", "probe")
 
 
 def load_recipe(name: str) -> ProbeRecipe:

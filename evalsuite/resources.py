@@ -7,6 +7,8 @@ install) they are read from the repository root.
 
 from pathlib import Path
 
+from evalsuite.errors import EvalsuiteError
+
 PACKAGE_DIR = Path(__file__).resolve().parent
 _REPO_DIR = PACKAGE_DIR.parent
 
@@ -32,3 +34,20 @@ def shipped_data_dir() -> Path:
 
 def yaml_names(folder: Path) -> list[str]:
     return sorted(p.stem for p in folder.glob("*.yaml"))
+
+
+def find_yaml(name: str, folder: Path, kind: str, noun: str) -> Path:
+    """A shipped YAML by name (`demo`), or any file by path (`my/card.yaml`), with errors naming the fix.
+
+    kind/noun word the messages: ("task card", "task"), ("probe recipe", "probe").
+    """
+    if name.endswith((".yaml", ".yml")) or "/" in name:
+        path = Path(name)
+        if not path.is_file():
+            raise EvalsuiteError(f"{kind} file not found: {path}; check the path")
+        return path
+    path = folder / f"{name}.yaml"
+    if not path.is_file():
+        known = ", ".join(yaml_names(folder)) or "none"
+        raise EvalsuiteError(f"unknown {noun} '{name}'; known {noun}s: {known} (or pass a path to a {kind} .yaml)")
+    return path

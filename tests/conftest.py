@@ -39,6 +39,24 @@ def assert_one_line_error(result: subprocess.CompletedProcess, *fragments: str) 
         assert fragment in lines[0], lines[0]
 
 
+class RecordingFeatures:
+    """A float16 feature store that records the rows of every read, to check the probes' batch contract."""
+
+    def __init__(self, array):
+        assert array.dtype.name == "float16"
+        self.array = array
+        self.rows_per_read = []
+        self.shape, self.ndim, self.dtype = array.shape, array.ndim, array.dtype
+
+    def __len__(self):
+        return len(self.array)
+
+    def __getitem__(self, index):
+        rows = self.array[index]
+        self.rows_per_read.append(len(rows))
+        return rows
+
+
 @pytest.fixture
 def cli():
     return run_cli

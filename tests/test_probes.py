@@ -4,27 +4,10 @@ import numpy as np
 import pytest
 import torch
 
+from conftest import RecordingFeatures
 from evalsuite.batches import iter_float32_batches
 from evalsuite.errors import EvalsuiteError
 from evalsuite.probes import KNNProbe, LinearProbe
-
-
-class RecordingFeatures:
-    """A float16 feature store that records every read, to check the probes' batch contract."""
-
-    def __init__(self, array: np.ndarray):
-        assert array.dtype == np.float16
-        self.array = array
-        self.rows_per_read = []
-        self.shape, self.ndim, self.dtype = array.shape, array.ndim, array.dtype
-
-    def __len__(self):
-        return len(self.array)
-
-    def __getitem__(self, index):
-        rows = self.array[index]
-        self.rows_per_read.append(len(rows))
-        return rows
 
 
 def _blobs(n_per_class: int, dim: int = 32, classes: int = 3, seed: int = 0):

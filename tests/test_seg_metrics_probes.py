@@ -4,6 +4,7 @@ import numpy as np
 import pytest
 import torch
 
+from conftest import RecordingFeatures
 from evalsuite.cards import load_card
 from evalsuite.errors import EvalsuiteError
 from evalsuite.probes import PROBES
@@ -50,24 +51,6 @@ def test_soft_dice_loss_is_zero_for_a_perfect_prediction_and_ignores_255():
     target = torch.tensor([[[0, 1], [2, IGNORE_INDEX]]])
     logits = torch.nn.functional.one_hot(torch.tensor([[[0, 1], [2, 0]]]), 3).permute(0, 3, 1, 2).float() * 50
     assert soft_dice_loss(logits, target, 3).item() == pytest.approx(0, abs=1e-4)
-
-
-class RecordingFeatures:
-    """A float16 token store that records every read (rows per read), to check the batch contract."""
-
-    def __init__(self, array: np.ndarray):
-        assert array.dtype == np.float16
-        self.array = array
-        self.rows_per_read = []
-        self.shape, self.ndim, self.dtype = array.shape, array.ndim, array.dtype
-
-    def __len__(self):
-        return len(self.array)
-
-    def __getitem__(self, index):
-        rows = self.array[index]
-        self.rows_per_read.append(len(rows))
-        return rows
 
 
 def _token_task(n: int, seed: int, grid: int = 8, dim: int = 16, classes: int = 3, label_px: int = 32):
