@@ -62,10 +62,9 @@ def check_dense_split(features, labels, num_classes: int, what: str) -> None:
 
 def soft_dice_loss(logits: torch.Tensor, target: torch.Tensor, num_classes: int, smooth: float = 1.0) -> torch.Tensor:
     """1 - mean over classes of the soft Dice of softmax(logits) [B, C, H, W] against target [B, H, W]."""
-    valid = (target != IGNORE_INDEX).unsqueeze(1).float()
+    valid = (target != IGNORE_INDEX).unsqueeze(1)
     proba = torch.softmax(logits, dim=1) * valid
-    one_hot = F.one_hot(torch.where(target == IGNORE_INDEX, 0, target), num_classes).permute(0, 3, 1, 2).float()
-    one_hot = one_hot * valid
+    one_hot = torch.zeros_like(proba).scatter_(1, torch.where(valid, target.unsqueeze(1), 0), 1.0) * valid
     dims = (0, 2, 3)
     intersection = (proba * one_hot).sum(dims)
     denominator = proba.sum(dims) + one_hot.sum(dims)
@@ -98,9 +97,9 @@ class SegmentationProbe:
         if selection_metric not in SEGMENTATION_METRICS:
             raise EvalsuiteError(f"{name}: selection metric '{selection_metric}' is not a segmentation metric; "
                                  f"use one of {', '.join(SEGMENTATION_METRICS)}")
+        labels, val_labels = releasing_rows(labels), releasing_rows(val_labels)
         check_dense_split(features, labels, self.num_classes, f"{name} train split")
         check_dense_split(val_features, val_labels, self.num_classes, f"{name} val split")
-        labels, val_labels = releasing_rows(labels), releasing_rows(val_labels)
         generator = torch.Generator().manual_seed(self.seed)
         with torch.random.fork_rng(devices=[]):
             torch.manual_seed(self.seed)
@@ -132,8 +131,9 @@ class SegmentationProbe:
 
     def confusion_matrix(self, features, labels) -> np.ndarray:
         """[C, C] pixel counts (rows = truth, columns = prediction) of the fitted head over a split."""
+        labels = releasing_rows(labels)
         check_dense_split(features, labels, self.num_classes, f"{type(self).__name__} scoring")
-        return self._confusion(self.head_, features, releasing_rows(labels))
+        return self._confusion(self.head_, features, labels)
 
     def _targets(self, labels, batch_indices: np.ndarray) -> torch.Tensor:
         return torch.from_numpy(np.asarray(labels[batch_indices]).astype(np.int64)).to(self.device)
