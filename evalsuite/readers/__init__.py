@@ -5,8 +5,9 @@ and turns a card plus a data directory into one torch Dataset per split through
 `reader.dataset(split, transform)`. Each item is `(transform(PIL image), label)`; each dataset
 exposes `labels` (int64 numpy array) so probes and metrics never iterate over images to get
 them. Segmentation readers (readers/_seg_common.py) give `(transform(PIL tile), tile index)`
-items and `labels` as uint8 masks [tiles, H, W] (255 = ignored). `check_counts` compares split sizes with the official ones where a dataset has them
-(`--no-count-check` turns it off for subsets). Missing files or a wrong layout raise
+items and `labels` as uint8 masks [tiles, H, W] (255 = ignored). `check_counts` compares split
+sizes with the official ones where a dataset has them (`--no-count-check` turns it off for
+subsets). Missing files or a wrong layout raise
 EvalsuiteError naming the expected path pattern.
 """
 
