@@ -7,8 +7,8 @@ exposes `labels` (int64 numpy array) so probes and metrics never iterate over im
 them. Segmentation readers (readers/_seg_common.py) give `(transform(PIL tile), tile index)`
 items and `labels` as uint8 masks [tiles, H, W] (255 = ignored). `check_counts` compares split
 sizes with the official ones where a dataset has them (`--no-count-check` turns it off for
-subsets). Missing files or a wrong layout raise
-EvalsuiteError naming the expected path pattern.
+subsets). Missing files or a wrong layout raise EvalsuiteError naming the expected path
+pattern.
 """
 
 import inspect
