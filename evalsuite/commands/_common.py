@@ -9,6 +9,10 @@ DEFAULT_OUT = "evalsuite_out"
 DEFAULT_MODEL = "efficientnet_lite0_imagenet"
 
 
+def _default_workers() -> int:
+    return max(1, min(4, (os.cpu_count() or 2) - 1))
+
+
 def add_task_model_args(parser) -> None:
     parser.add_argument("--task", required=True, help="task card name (see `evalsuite list`) or path to a card .yaml")
     parser.add_argument("--model", default=DEFAULT_MODEL,
@@ -21,8 +25,9 @@ def add_task_model_args(parser) -> None:
                      help="do not compare split sizes with the dataset's official counts (for subsets)")
     parser.add_argument("--device", default="auto", help="auto, cpu, cuda or cuda:N (default auto)")
     parser.add_argument("--batch-size", type=int, default=64, help="extraction batch size (default 64)")
-    parser.add_argument("--num-workers", type=int, default=min(4, os.cpu_count() or 1),
-                     help="DataLoader workers for extraction (default min(4, CPUs))")
+    parser.add_argument("--num-workers", type=int, default=_default_workers(),
+                        help="DataLoader workers for extraction (default min(4, CPUs - 1): decoding must not "
+                             "steal the cores the forward pass runs on)")
     parser.add_argument("--cache", choices=["auto", "ram", "memmap"], default="auto",
                      help="hold feature caches in host RAM or memory-mapped from disk (default auto: the RAM "
                           "budget planner decides; forcing ram over budget is refused)")
