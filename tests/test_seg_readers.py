@@ -6,12 +6,16 @@ import shutil
 import numpy as np
 import pytest
 import scipy.io
+import torch
 
 from conftest import assert_one_line_error, leaderboard_rows, run_cli
+from evalsuite import features
+from evalsuite.backbones import build_backbone
 from evalsuite.cards import load_card
 from evalsuite.errors import EvalsuiteError
 from evalsuite.readers import build_reader
 from evalsuite.readers.hgsc_tiles import split_of
+from evalsuite.runner import RunConfig
 from fixtures_seg import (MONUSAC_TEST, MONUSAC_TRAIN, make_consep, make_monusac, make_pannuke, pannuke_paths,
                           write_consep_mat)
 
@@ -190,14 +194,17 @@ def test_card_runs_end_to_end_on_its_layout(data, tmp_path, task, sizes, label_p
         assert fields["fields"]["feature"] == "dense" and fields["fields"]["layers"] == [-1]
 
 
-@pytest.mark.slow
-def test_card_layers_concatenate_blocks_in_the_cache(data, tmp_path):
-    card = tmp_path / "pannuke_layers.yaml"
-    card.write_text(load_card("pannuke").path.read_text().replace("layers: [-1]", "layers: [-4, -1]"))
-    out = tmp_path / "out"
-    result = run_cli("run", "--task", card, "--data-root", data["pannuke"], "--out", out, "--probes",
-                     _tiny_recipes(tmp_path).split(",")[0], *FAST)
-    assert result.returncode == 0, result.stderr
-    manifests = [json.loads(p.read_text()) for p in (out / "cache").glob("*/manifest.json")]
-    assert len(manifests) == 3
-    assert all(m["shape"][1:] == [10, 10, 128] and m["fields"]["layers"] == [-4, -1] for m in manifests)
+def test_card_layers_concatenate_blocks_and_enter_the_cache_key(tmp_path):
+    card_path = tmp_path / "pannuke_layers.yaml"
+    card_path.write_text(load_card("pannuke").path.read_text().replace("layers: [-1]", "layers: [-4, -1]"))
+    card, default = load_card(str(card_path)), load_card("pannuke")
+    backbone = build_backbone("test_vit", random_init=True)
+    images = torch.randn(2, 3, 160, 160)
+    with torch.inference_mode():
+        last = features.feature_fn(backbone, default)(images)
+        both = features.feature_fn(backbone, card)(images)
+    assert tuple(last.shape) == (2, 10, 10, 64) and tuple(both.shape) == (2, 10, 10, 128)
+    assert torch.allclose(both[..., 64:], last, atol=1e-5)  # block -1 through the final norm = forward_features
+    config = RunConfig(task=str(card_path), data_root=str(tmp_path))
+    fields = features._key_fields(config, card, backbone, "train")
+    assert fields["layers"] == [-4, -1] and features._key_fields(config, default, backbone, "train")["layers"] == [-1]
