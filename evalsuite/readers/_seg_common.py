@@ -88,6 +88,10 @@ class SegTileDataset(torch.utils.data.Dataset):
             self._labels = labels
         return self._labels
 
+    def __getstate__(self) -> dict:
+        # Spawned DataLoader workers need tiles, not masks: they return the tile index.
+        return {**self.__dict__, "_labels": None}
+
     def __getitem__(self, index: int):
         src, top, left = (int(v) for v in self.tiles[index])
         tile = crop(self.source.image(src), top, left, self.tile_px, PAD_PIXEL)
