@@ -137,7 +137,8 @@ def image_size(path, task: str) -> tuple[int, int]:
         with Image.open(path) as opened:
             width, height = opened.size
     except (OSError, SyntaxError, ValueError, Image.DecompressionBombError) as exc:
-        raise EvalsuiteError(f"{task}: cannot read image {path} ({' '.join(str(exc).split())}); re-download it") from None
+        reason = " ".join(str(exc).split())
+        raise EvalsuiteError(f"{task}: cannot read image {path} ({reason}); re-download it") from None
     return height, width
 
 

@@ -47,14 +47,19 @@ class ConsepImages(CachedSource):
         try:
             types = scipy.io.loadmat(path, variable_names=[TYPE_KEY]).get(TYPE_KEY)
         except (OSError, ValueError, TypeError, NotImplementedError) as exc:
-            raise EvalsuiteError(f"{TASK}: cannot read {path} as a MATLAB file ({' '.join(str(exc).split())})") from None
+            raise _unreadable(path, exc) from None
         if types is None:
             raise EvalsuiteError(f"{TASK}: {path} has no '{TYPE_KEY}'")
         types = np.asarray(types)
-        if not np.issubdtype(types.dtype, np.number) or not np.isfinite(types).all() or (types != np.round(types)).any():
+        numeric = np.issubdtype(types.dtype, np.number)
+        if not numeric or not np.isfinite(types).all() or (types != np.round(types)).any():
             raise EvalsuiteError(f"{TASK}: {path} '{TYPE_KEY}' holds non-integer values")
         check_mask_values(types.astype(np.int64), len(MERGE), f"{TASK}: {path} '{TYPE_KEY}'")
         return MERGE[types.astype(np.int64)]
+
+
+def _unreadable(path: Path, exc: Exception) -> EvalsuiteError:
+    return EvalsuiteError(f"{TASK}: cannot read {path} as a MATLAB file ({' '.join(str(exc).split())}); re-download it")
 
 
 def _type_map_shape(path: Path) -> tuple:
@@ -62,7 +67,7 @@ def _type_map_shape(path: Path) -> tuple:
     try:
         entries = scipy.io.whosmat(path)
     except (OSError, ValueError, TypeError, NotImplementedError) as exc:
-        raise EvalsuiteError(f"{TASK}: cannot read {path} as a MATLAB file ({' '.join(str(exc).split())})") from None
+        raise _unreadable(path, exc) from None
     shapes = {name: tuple(shape) for name, shape, _ in entries}
     if TYPE_KEY not in shapes:
         raise EvalsuiteError(f"{TASK}: {path} has no '{TYPE_KEY}' (found {', '.join(shapes) or 'nothing'}); "
