@@ -23,7 +23,7 @@ def all_indices(features) -> np.ndarray:
     return np.arange(len(features))
 
 
-STREAM_BLOCK_BYTES = 64 * 1024**2
+STREAM_BLOCK_BYTES = 8 * 1024**2
 DEVICE_MEMORY_FRACTION = 0.5  # of the GPU's free memory a resident cache may take
 
 
@@ -75,19 +75,30 @@ class BatchSource:
             yield self.resident.index_select(0, index).float(), self.labels[index]
 
     def _streamed_epoch(self, epoch, batch_size, seed, drop_last):
+        # Peak extra memory: one block (read once, never permuted as a whole) plus one batch.
         blocks = [(start, min(start + self.block_rows, self.samples)) for start in range(0, self.samples, self.block_rows)]
         block_order = epoch_permutation(len(blocks), seed, epoch).tolist()
         carry_x, carry_y = None, None
         for position, block in enumerate(block_order):
             start, stop = blocks[block]
             rows = torch.from_numpy(np.asarray(self.features[start:stop])).to(self.device)
+            labels = self.labels[start:stop]
             within = epoch_permutation(stop - start, seed + position + 1, epoch).to(self.device)
-            x, y = rows[within], self.labels[start:stop][within]
-            if carry_x is not None:
-                x, y = torch.cat([carry_x, x]), torch.cat([carry_y, y])
-            full = len(x) - len(x) % batch_size
-            for begin in range(0, full, batch_size):
-                yield x[begin : begin + batch_size].float(), y[begin : begin + batch_size]
-            carry_x, carry_y = x[full:], y[full:]
+            used = 0
+            if carry_x is not None:  # complete the batch left over from the previous block
+                take = within[: batch_size - len(carry_x)]
+                carry_x, carry_y = torch.cat([carry_x, rows[take]]), torch.cat([carry_y, labels[take]])
+                used = len(take)
+                if len(carry_x) < batch_size:
+                    continue
+                yield carry_x.float(), carry_y
+                carry_x = carry_y = None
+            while used + batch_size <= len(within):
+                index = within[used : used + batch_size]
+                yield rows[index].float(), labels[index]
+                used += batch_size
+            if used < len(within):
+                rest = within[used:]
+                carry_x, carry_y = rows[rest], labels[rest]
         if not drop_last and carry_x is not None and len(carry_x):
             yield carry_x.float(), carry_y

@@ -6,6 +6,7 @@ import json
 import pytest
 
 from conftest import assert_one_line_error, leaderboard_rows, run_cli
+from evalsuite.leaderboard import SCHEMA_VERSION
 from evalsuite.results import RESULTS_SCHEMA_VERSION, write_run_json
 
 
@@ -78,7 +79,7 @@ def test_a_real_run_is_shown_and_summarised(tmp_path):
     result = run_cli("run", "--task", "demo", "--probes", "knn", "--out", tmp_path)
     assert result.returncode == 0, result.stderr
     rows = leaderboard_rows(tmp_path)
-    assert {r["headline_metric"] for r in rows} == {"balanced_accuracy"} and {r["schema"] for r in rows} == {"2"}
+    assert {r["headline_metric"] for r in rows} == {"balanced_accuracy"} and {r["schema"] for r in rows} == {str(SCHEMA_VERSION)}
     run_id = rows[0]["run_id"]
 
     shown = run_cli("show", run_id[:20], "--out", tmp_path)
