@@ -24,7 +24,7 @@ def save_heatmap(table: WideTable, path: Path) -> Path:
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     try:
-        figure.savefig(path, dpi=150)
+        figure.savefig(path, dpi=150, bbox_inches="tight")  # a narrow table must not clip the title
     except ValueError as exc:  # an extension matplotlib cannot write
         raise EvalsuiteError(f"cannot write the heatmap {path}: {exc}; use a .png name") from None
     return path
