@@ -20,6 +20,13 @@ def run_cli(*args, cwd=None, env=None, timeout=600) -> subprocess.CompletedProce
                           capture_output=True, text=True, timeout=timeout)
 
 
+def run_benchmark(name: str, *args, tmp_path: Path, timeout: int = 300) -> subprocess.CompletedProcess:
+    """`python benchmarks/NAME ARGS` in tmp_path (its temporary files go there too)."""
+    env = {**os.environ, "PYTHONUNBUFFERED": "1", "TQDM_DISABLE": "1", "TMPDIR": str(tmp_path)}
+    return subprocess.run([sys.executable, str(REPO / "benchmarks" / name), *map(str, args)], cwd=tmp_path, env=env,
+                          capture_output=True, text=True, timeout=timeout)
+
+
 def leaderboard_rows(out_dir: Path) -> list[dict]:
     path = Path(out_dir) / "leaderboard.csv"
     if not path.exists():

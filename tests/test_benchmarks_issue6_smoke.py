@@ -4,28 +4,9 @@ Only the exit code, the table header and the ratio lines are checked; the timing
 benchmarks' output to read, never something a test asserts.
 """
 
-import os
-import subprocess
-import sys
-from pathlib import Path
-
 import pytest
 
-REPO = Path(__file__).resolve().parents[1]
-BENCHMARKS = REPO / "benchmarks"
-
-
-def run_benchmark(name: str, *args, tmp_path: Path, timeout: int = 180) -> subprocess.CompletedProcess:
-    env = {**os.environ, "PYTHONUNBUFFERED": "1", "TQDM_DISABLE": "1", "TMPDIR": str(tmp_path)}
-    return subprocess.run([sys.executable, str(BENCHMARKS / name), *map(str, args)], cwd=tmp_path, env=env,
-                          capture_output=True, text=True, timeout=timeout)
-
-
-@pytest.mark.parametrize("name", ["probe_batches.py", "extract_overhead.py"])
-def test_help(name, tmp_path):
-    result = run_benchmark(name, "--help", tmp_path=tmp_path, timeout=120)
-    assert result.returncode == 0, result.stderr
-    assert "usage:" in result.stdout
+from conftest import run_benchmark
 
 
 @pytest.mark.slow

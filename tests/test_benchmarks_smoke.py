@@ -4,24 +4,13 @@ Only the exit code and the table header are checked; the numbers (memory, metric
 benchmarks' output to read, not something a test asserts.
 """
 
-import os
-import subprocess
-import sys
-from pathlib import Path
-
 import pytest
 
-REPO = Path(__file__).resolve().parents[1]
-BENCHMARKS = REPO / "benchmarks"
+from conftest import run_benchmark
 
 
-def run_benchmark(name: str, *args, tmp_path: Path, timeout: int = 300) -> subprocess.CompletedProcess:
-    env = {**os.environ, "PYTHONUNBUFFERED": "1", "TQDM_DISABLE": "1", "TMPDIR": str(tmp_path)}
-    return subprocess.run([sys.executable, str(BENCHMARKS / name), *map(str, args)], cwd=tmp_path, env=env,
-                          capture_output=True, text=True, timeout=timeout)
-
-
-@pytest.mark.parametrize("name", ["cache_memory.py", "fp16_neutrality.py"])
+@pytest.mark.parametrize("name", ["cache_memory.py", "fp16_neutrality.py", "probe_batches.py",
+                                  "extract_overhead.py"])
 def test_help(name, tmp_path):
     result = run_benchmark(name, "--help", tmp_path=tmp_path, timeout=120)
     assert result.returncode == 0, result.stderr
