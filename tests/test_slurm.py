@@ -168,8 +168,9 @@ def test_1gpu_template_runs_the_default_demo_verbatim(cluster, tmp_path):
 
 
 def test_budget_gate_refuses_before_any_extraction(cluster, tmp_path):
-    """--mem=1G with --batch-size 1024: 6 batches of 1024 x 3x224x224 float32 in flight do not fit."""
-    rc, job = _sbatch(cluster, "train_1gpu.sbatch", tmp_path, "--mem=1G", EXTRA_ARGS="--batch-size 1024")
+    """--mem=1G with --batch-size 1024 and 2 workers: 6 batches of 1024 x 3x224x224 float32 in flight do not fit."""
+    rc, job = _sbatch(cluster, "train_1gpu.sbatch", tmp_path, "--mem=1G",
+                      EXTRA_ARGS="--batch-size 1024 --num-workers 2")
     log = _log(tmp_path, job)
     summary = _summary(tmp_path, job)
     assert summary.startswith("summary: REFUSED task=demo model=efficientnet_lite0_imagenet plan=refuse mem=1024M"), \
