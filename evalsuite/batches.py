@@ -53,7 +53,7 @@ class BatchSource:
     def __init__(self, features, labels: np.ndarray, device: torch.device, block_rows: int | None = None):
         self.device = torch.device(device)
         self.samples = len(labels)
-        self.labels = torch.as_tensor(np.asarray(labels)).to(self.device)
+        self.labels = torch.as_tensor(np.array(labels)).to(self.device)  # a writable copy of a mapped file
         row_bytes = int(np.prod(features.shape[1:])) * features.dtype.itemsize
         self.block_rows = block_rows or max(1, STREAM_BLOCK_BYTES // max(row_bytes, 1))
         resident = isinstance(features, np.ndarray) and fits_on_device(self.samples * row_bytes, self.device)

@@ -51,6 +51,13 @@ def stop_after_chunk_on_signals():
             signal.signal(sig, handler)
 
 
+def _workers_ignore_stop_signals(_worker_id: int) -> None:
+    # Slurm and torchrun signal the whole process group; only the main process decides when
+    # to stop (after the chunk), so a worker must not die on SIGTERM/SIGUSR1 mid-chunk.
+    for sig in _STOP_SIGNALS:
+        signal.signal(sig, signal.SIG_IGN)
+
+
 def chunk_aligned_batches(pending_chunks, batch_size: int) -> list[list[int]]:
     return [list(range(start, min(start + batch_size, stop)))
             for _, chunk_start, stop in pending_chunks for start in range(chunk_start, stop, batch_size)]
@@ -72,6 +79,7 @@ def extract_to_cache(backbone, dataset, writer, device: torch.device, batch_size
         return 0
     backbone.model.to(device)
     loader = torch.utils.data.DataLoader(dataset, batch_sampler=chunk_aligned_batches(pending, batch_size),
+                                         worker_init_fn=_workers_ignore_stop_signals,
                                          **loader_kwargs(device, num_workers))
     chunk_rows = max(stop - start for _, start, stop in pending)
     buffer = np.empty((chunk_rows, *writer.row_shape), dtype=CACHE_DTYPE)
