@@ -34,10 +34,13 @@ def grid_origins(size_px: int, tile_px: int, stride_px: int, cover: bool) -> lis
     return list(range(0, size_px - tile_px + 1, stride_px))
 
 
-def check_tiling(card, tile_px, stride_px) -> None:
+def check_tiling(card, tile_px, stride_px, val_fraction: float | None = None) -> None:
+    """Card arguments shared by the tiling readers: tile size, stride, and the carved val fraction."""
     for name, value in (("tile_size_px", tile_px), ("stride_px", stride_px)):
         if not isinstance(value, int) or isinstance(value, bool) or value < 1:
             raise EvalsuiteError(f"task card {card.path}: reader.args.{name} must be a positive integer, got {value!r}")
+    if val_fraction is not None and not 0 < val_fraction < 1:
+        raise EvalsuiteError(f"task card {card.path}: reader.args.val_fraction must be between 0 and 1")
 
 
 def check_mask_values(mask: np.ndarray, num_classes: int, what: str, allow_ignore: bool = False) -> None:

@@ -79,9 +79,7 @@ class ConsepReader(SegmentationReader):
     def __init__(self, card, data_root: Path, tile_size_px: int = 250, stride_px: int = 250,
                  val_fraction: float = 0.2, val_seed: int = 0, check_counts: bool = True):
         check_classes(card, CLASSES, TASK, "class map (type_map 7 types merged to 4)")
-        check_tiling(card, tile_size_px, stride_px)
-        if not 0 < val_fraction < 1:
-            raise EvalsuiteError(f"task card {card.path}: reader.args.val_fraction must be between 0 and 1")
+        check_tiling(card, tile_size_px, stride_px, val_fraction)
         super().__init__(card, tile_size_px)
         root = Path(data_root)
         images, labels, folder_of = [], [], []
