@@ -47,7 +47,7 @@ How to read it
   descheduled thread); ``--threads 1`` shows how much of a result is that.
 Timings are wall clock on whatever else the machine runs; compare rows of one run.
 
-Run: ``python benchmarks/extract_overhead.py`` (defaults: 256 samples, batch 64, 2 workers,
+Run: ``python benchmarks/extract_overhead.py`` (defaults: 512 samples, batch 64, workers as a run,
 bf16 autocast as a run, 5 repeats; about a minute on 2 idle cores, several on a busy machine).
 """
 
@@ -272,6 +272,9 @@ def run(args) -> None:
     print(f"pipeline / pure forward: {min(totals) / min(pure):.3f} (fastest of {args.repeats} each), "
           f"{median(totals) / pure_s:.3f} (medians), {median(paired):.3f} (median of the {args.repeats} "
           f"back-to-back pairs: {', '.join(f'{r:.3f}' for r in paired)}); issue #6 target <= 1.10")
+    steady = (median(totals) - median(first_batch)) / pure_s
+    print(f"pipeline less its one-off loader start-up / pure forward: {steady:.3f} (medians): the per-tile "
+          f"overhead, which is what remains on a split much larger than {samples} tiles")
     inside = [p["forward"] for p in pipelines]
     print(f"forward inside the pipeline / pure forward: {min(inside) / min(pure):.3f} (fastest), "
           f"{median(inside) / pure_s:.3f} (medians); above 1: the forward ran slower in the pipeline "
@@ -279,16 +282,20 @@ def run(args) -> None:
 
 
 def parse_args(argv=None):
+    from evalsuite.commands._common import default_num_workers
+
     parser = argparse.ArgumentParser(
         description="Wall time of extraction through the full evalsuite pipeline (extract_to_cache into a real "
                     "FeatureCache) vs the pure backbone forward on the same pre-decoded batches; demo task tiles.")
     parser.add_argument("--model", default="vit_tiny_patch16_224",
                         help="backbone, built with random_init=True (default: %(default)s)")
     parser.add_argument("--task", default="demo", help="task card with shipped data (default: %(default)s)")
-    parser.add_argument("--samples", type=int, default=256,
-                        help="tiles to extract; they repeat past the task's size (default: 256)")
+    parser.add_argument("--samples", type=int, default=512,
+                        help="tiles to extract; they repeat past the task's size (default: 512, about the demo "
+                             "task's 551)")
     parser.add_argument("--batch-size", type=int, default=64, help="extraction batch (default: 64, as a run)")
-    parser.add_argument("--num-workers", type=int, default=2, help="DataLoader workers (default: 2, as a run)")
+    parser.add_argument("--num-workers", type=int, default=default_num_workers(),
+                        help=f"DataLoader workers (default: {default_num_workers()}, as a run on this machine)")
     parser.add_argument("--chunk-rows", type=int, default=None,
                         help="cache chunk rows (default: as a run sizes them, up to 4096)")
     parser.add_argument("--no-autocast", action="store_true", help="float32 forward (default: bf16 autocast, as a run)")

@@ -9,7 +9,7 @@ DEFAULT_OUT = "evalsuite_out"
 DEFAULT_MODEL = "efficientnet_lite0_imagenet"
 
 
-def _default_workers() -> int:
+def default_num_workers() -> int:
     return max(1, min(4, (os.cpu_count() or 2) - 1))
 
 
@@ -25,7 +25,7 @@ def add_task_model_args(parser) -> None:
                      help="do not compare split sizes with the dataset's official counts (for subsets)")
     parser.add_argument("--device", default="auto", help="auto, cpu, cuda or cuda:N (default auto)")
     parser.add_argument("--batch-size", type=int, default=64, help="extraction batch size (default 64)")
-    parser.add_argument("--num-workers", type=int, default=_default_workers(),
+    parser.add_argument("--num-workers", type=int, default=default_num_workers(),
                         help="DataLoader workers for extraction (default min(4, CPUs - 1): decoding must not "
                              "steal the cores the forward pass runs on)")
     parser.add_argument("--cache", choices=["auto", "ram", "memmap"], default="auto",

@@ -1,8 +1,9 @@
 """Linear probe: multinomial logistic regression over a grid of learning rate x weight decay.
 
 All heads of the grid are trained together in one pass over the data (each batch is read and
-upcast once, then fed to every head), as THUNDER does; the head with the best validation
-score on the card's selection metric is kept.
+upcast once, then fed to every head, stacked into one matmul: probes/linear_heads.py), as
+THUNDER trains its grid in one pass; the head with the best validation score on the card's
+selection metric is kept.
 """
 
 import itertools
@@ -12,6 +13,7 @@ import torch
 
 from evalsuite.batches import BatchSource, iter_float32_batches
 from evalsuite.metrics import METRICS
+from evalsuite.probes.linear_heads import LinearHeads
 from evalsuite.probes._validate import check_features_labels
 
 
@@ -32,38 +34,27 @@ class LinearProbe:
         labels = check_features_labels(features, labels, self.num_classes, "linear probe train split")
         val_labels = check_features_labels(val_features, val_labels, self.num_classes, "linear probe val split")
         heads = self._train_heads(features, labels)
-        scores = [METRICS[selection_metric](val_labels, self._proba(head, val_features)) for head in heads]
+        val_proba = self._proba(heads.logits, val_features, heads.num_heads)
+        scores = [METRICS[selection_metric](val_labels, val_proba[:, h]) for h in range(heads.num_heads)]
         best = int(np.argmax(scores))
-        self.head_ = heads[best]
+        self.head_ = heads.head(best)
         lr, wd = self.grid[best]
         self.selected_params_ = {"lr": lr, "weight_decay": wd, "val_" + selection_metric: float(scores[best])}
         return self
 
     def predict_proba(self, features) -> np.ndarray:
-        return self._proba(self.head_, features)
+        return self._proba(lambda batch: self.head_(batch)[:, None], features, 1)[:, 0]
 
-    def _train_heads(self, features, labels):
+    def _train_heads(self, features, labels) -> LinearHeads:
         generator = torch.Generator().manual_seed(self.seed)
-        dim = features.shape[1]
-        heads = torch.nn.ModuleList()
-        for _ in self.grid:
-            head = torch.nn.Linear(dim, self.num_classes)
-            _init_linear(head, generator)
-            heads.append(head)
-        heads.to(self.device)
-        optimizer = torch.optim.AdamW([
-            {"params": head.parameters(), "lr": lr, "weight_decay": wd} for head, (lr, wd) in zip(heads, self.grid)
-        ])
-        loss_fn = torch.nn.CrossEntropyLoss(weight=self._loss_weights(labels))
+        heads = LinearHeads(features.shape[1], self.num_classes, self.grid, self.device, generator,
+                            class_weights=self._loss_weights(labels))
         source = BatchSource(features, labels, self.device, block_rows=self.stream_block_rows)
         batch_size = min(self.batch_size, len(labels))  # drop_last must not drop a whole small split
         for epoch in range(self.epochs):
             for batch, target in source.epoch(epoch, batch_size, seed=self.seed):
-                loss = sum(loss_fn(head(batch), target) for head in heads)
-                optimizer.zero_grad(set_to_none=True)
-                loss.backward()
-                optimizer.step()
-        return list(heads.eval())
+                heads.step(batch, target)
+        return heads
 
     def _loss_weights(self, labels: np.ndarray):
         if self.class_weight != "balanced":
@@ -74,19 +65,13 @@ class LinearProbe:
         return torch.tensor(weights, dtype=torch.float32, device=self.device)
 
     @torch.no_grad()
-    def _proba(self, head, features) -> np.ndarray:
-        out = np.empty((len(features), self.num_classes), dtype=np.float32)
+    def _proba(self, logits_of, features, num_heads: int) -> np.ndarray:
+        """Softmax probabilities [N, heads, classes]; `logits_of(batch)` gives [b, heads, classes]."""
+        out = np.empty((len(features), num_heads, self.num_classes), dtype=np.float32)
         order = np.arange(len(features))
         for batch_indices, batch in iter_float32_batches(features, order, self.eval_batch_size, self.device):
-            out[batch_indices] = torch.softmax(head(batch), dim=1).cpu().numpy()
+            out[batch_indices] = torch.softmax(logits_of(batch), dim=-1).cpu().numpy()
         return out
-
-
-def _init_linear(head: torch.nn.Linear, generator: torch.Generator) -> None:
-    bound = 1.0 / head.in_features ** 0.5
-    with torch.no_grad():
-        head.weight.copy_(torch.empty_like(head.weight).uniform_(-bound, bound, generator=generator))
-        head.bias.zero_()
 
 
 def _as_list(value) -> list:

@@ -1,0 +1,77 @@
+"""The linear probe's whole lr x weight-decay grid as one stacked weight, trained in one pass.
+
+Each head is a multinomial logistic regression of its own; stacking their weights into one
+[heads * classes, dim] matrix turns the grid's per-batch work into one matmul, one loss and one
+optimiser update instead of one of each per head (9 heads: about 3x less time per step on CPU).
+The heads stay independent: the loss is the sum of the per-head losses, and AdamW is
+elementwise, so a per-row learning rate and weight decay give each head exactly the update
+torch.optim.AdamW would give it as a parameter group of its own (tested). AdamW is written
+out here because torch.optim takes one learning rate per tensor, which would undo the stacking.
+"""
+
+import torch
+import torch.nn.functional as F
+
+BETAS = (0.9, 0.999)  # torch.optim.AdamW's defaults
+EPS = 1e-8
+
+
+class LinearHeads:
+    """Heads h = 0..H-1 with (lr, weight_decay) = grid[h], trained with `step(batch, target)`."""
+
+    def __init__(self, dim: int, num_classes: int, grid: list[tuple[float, float]], device: torch.device,
+                 generator: torch.Generator, class_weights: torch.Tensor | None = None):
+        self.num_heads, self.num_classes = len(grid), num_classes
+        # Heads initialised one after the other from the generator, as separate nn.Linear heads would be.
+        bound = 1.0 / dim ** 0.5
+        weight = torch.cat([torch.empty(num_classes, dim).uniform_(-bound, bound, generator=generator)
+                            for _ in grid])
+        self.weight = weight.to(device).requires_grad_()
+        self.bias = torch.zeros(len(grid) * num_classes, device=device, requires_grad=True)
+        lr_rows = torch.tensor([lr for lr, _ in grid], dtype=torch.float32).repeat_interleave(num_classes)
+        decay_rows = torch.tensor([wd for _, wd in grid], dtype=torch.float32).repeat_interleave(num_classes)
+        self.lr_rows, self.decay_rows = lr_rows.to(device), decay_rows.to(device)
+        self.class_weights = class_weights
+        self.steps = 0
+        self.moments = {name: (torch.zeros_like(p), torch.zeros_like(p)) for name, p in self._params()}
+
+    def logits(self, batch: torch.Tensor) -> torch.Tensor:
+        """[batch, heads, classes]."""
+        return F.linear(batch, self.weight, self.bias).view(len(batch), self.num_heads, self.num_classes)
+
+    def step(self, batch: torch.Tensor, target: torch.Tensor) -> None:
+        """One AdamW step of every head on one batch. No host sync: the loss stays on the device."""
+        per_head = self.logits(batch).transpose(1, 2)  # cross_entropy wants the classes second
+        # The mean over (sample, head) pairs is the mean of the per-head losses; times H, their sum.
+        loss = F.cross_entropy(per_head, target[:, None].expand(-1, self.num_heads),
+                               weight=self.class_weights) * self.num_heads
+        self.weight.grad = self.bias.grad = None
+        loss.backward()
+        self.steps += 1
+        with torch.no_grad():
+            for name, param in self._params():
+                self._adamw(param, *self.moments[name], rows=name == "weight")
+
+    def head(self, index: int) -> torch.nn.Linear:
+        """Head `index` as a plain nn.Linear (what the probe keeps after selection)."""
+        rows = slice(index * self.num_classes, (index + 1) * self.num_classes)
+        linear = torch.nn.Linear(self.weight.shape[1], self.num_classes, device=self.weight.device)
+        with torch.no_grad():
+            linear.weight.copy_(self.weight[rows])
+            linear.bias.copy_(self.bias[rows])
+        return linear.eval().requires_grad_(False)
+
+    def _params(self):
+        return (("weight", self.weight), ("bias", self.bias))
+
+    def _adamw(self, param, exp_avg, exp_avg_sq, rows: bool) -> None:
+        lr = self.lr_rows[:, None] if rows else self.lr_rows
+        decay = self.decay_rows[:, None] if rows else self.decay_rows
+        grad = param.grad
+        param.mul_(1 - lr * decay)
+        exp_avg.lerp_(grad, 1 - BETAS[0])
+        exp_avg_sq.mul_(BETAS[1]).addcmul_(grad, grad, value=1 - BETAS[1])
+        bias_correction1 = 1 - BETAS[0] ** self.steps
+        bias_correction2_sqrt = (1 - BETAS[1] ** self.steps) ** 0.5
+        denom = (exp_avg_sq.sqrt() / bias_correction2_sqrt).add_(EPS)
+        param.addcmul_(exp_avg / denom, lr, value=-1 / bias_correction1)
