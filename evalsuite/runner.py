@@ -87,7 +87,7 @@ def _run(config: RunConfig, dist, device) -> dict | None:
     return record
 
 
-def _classification_metrics(probe, features, labels, with_intervals: bool = False) -> dict:
+def _classification_metrics(_card, probe, features, labels, with_intervals: bool = False) -> dict:
     """{metric: value}; with intervals also {metric + "_ci": (low, high)} from the bootstrap."""
     proba = probe.predict_proba(features)
     metrics = compute_metrics(labels, proba)
@@ -97,7 +97,7 @@ def _classification_metrics(probe, features, labels, with_intervals: bool = Fals
     return metrics
 
 
-# How a fitted probe of each task kind is scored on one split: (probe, features, labels) -> {metric: value}.
+# How a fitted probe of each task kind is scored on one split: (card, probe, features, labels) -> {metric: value}.
 # Kinds in INTERVALS_OF_KIND also give bootstrap intervals on the test split.
 INTERVALS_OF_KIND = {"classification"}
 METRICS_OF_KIND = {
@@ -117,11 +117,11 @@ def _run_probe(recipe, card, split_data, device, seed: int) -> dict:
     (train_x, train_y), (val_x, val_y) = split_data["train"], split_data["val"]
     probe.fit(train_x, train_y, val_x, val_y, selection_metric=card.selection_metric)
     score = METRICS_OF_KIND[card.kind]
-    metrics = {split: score(probe, features, labels) for split, (features, labels) in split_data.items()
+    metrics = {split: score(card, probe, features, labels) for split, (features, labels) in split_data.items()
                if not (split == "test" and card.kind in INTERVALS_OF_KIND)}
     intervals = {}
     if card.kind in INTERVALS_OF_KIND:
-        scored = score(probe, *split_data["test"], with_intervals=True)
+        scored = score(card, probe, *split_data["test"], with_intervals=True)
         intervals = {"test": {k[:-3]: list(v) for k, v in scored.items() if k.endswith("_ci")}}
         metrics["test"] = {k: v for k, v in scored.items() if not k.endswith("_ci")}
     return {"probe": recipe.name, "seed": seed, "recipe": recipe.params, "selected_params": probe.selected_params_,

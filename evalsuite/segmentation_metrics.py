@@ -17,28 +17,17 @@ Protocol (also in the README, "Segmentation tasks", and every segmentation card)
 
 import numpy as np
 
+from evalsuite.errors import EvalsuiteError
+
 IGNORE_INDEX = 255
 BACKGROUND = "background"
 MEAN_METRICS = ("dice_fg_mean", "iou_fg_mean", "dice_mean", "iou_mean")
 # Names a segmentation card may give as `selection_metric` (validated in evalsuite.cards).
 SEGMENTATION_METRICS = MEAN_METRICS
 
-_class_names: list | None = None
 
-
-def register_class_names(names) -> None:
-    """Name the per-class metrics of the task being run (called by the segmentation readers).
-
-    The runner scores a split as `(probe, features, labels) -> metrics` without the card, so
-    the reader, built from the card just before the probes, records the class names here.
-    """
-    global _class_names
-    _class_names = list(names)
-
-
-def class_names(num_classes: int) -> list:
-    if _class_names is not None and len(_class_names) == num_classes:
-        return list(_class_names)
+def generic_class_names(num_classes: int) -> list:
+    """Names for the per-class metrics when no card names the classes."""
     return [BACKGROUND] + [f"class{i}" for i in range(1, num_classes)]
 
 
@@ -73,7 +62,7 @@ def _mean(values: np.ndarray) -> float:
 def metrics_from_confusion(confusion: np.ndarray, names=None) -> dict:
     """The four means, then `dice_<class>` and `iou_<class>` for every class (background first)."""
     iou, dice = per_class_scores(confusion)
-    names = list(names) if names is not None else class_names(len(iou))
+    names = list(names) if names is not None else generic_class_names(len(iou))
     metrics = {"dice_fg_mean": _mean(dice[1:]), "iou_fg_mean": _mean(iou[1:]),
                "dice_mean": _mean(dice), "iou_mean": _mean(iou)}
     for name, d in zip(names, dice):
@@ -83,7 +72,11 @@ def metrics_from_confusion(confusion: np.ndarray, names=None) -> dict:
     return metrics
 
 
-def segmentation_split_metrics(probe, features, labels) -> dict:
-    """The runner's scorer for kind `segmentation`: stream the split through the fitted probe."""
+def segmentation_split_metrics(card, probe, features, labels) -> dict:
+    """The runner's scorer for kind `segmentation`: stream the split through the fitted probe; the
+    per-class metrics are named after the card's classes."""
     confusion = probe.confusion_matrix(features, labels)
-    return metrics_from_confusion(confusion, class_names(probe.num_classes))
+    if len(card.classes) != len(confusion):
+        raise EvalsuiteError(f"task card {card.path}: names {len(card.classes)} classes but the probe scored "
+                             f"{len(confusion)}; list one name per class id")
+    return metrics_from_confusion(confusion, card.classes)

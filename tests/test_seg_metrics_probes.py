@@ -1,5 +1,7 @@
 """Segmentation metrics (streamed confusion matrix) and the seg heads' batch contract, learning and checks."""
 
+from types import SimpleNamespace
+
 import numpy as np
 import pytest
 import torch
@@ -10,7 +12,7 @@ from evalsuite.errors import EvalsuiteError
 from evalsuite.probes import PROBES
 from evalsuite.probes._seg_train import soft_dice_loss
 from evalsuite.segmentation_metrics import (IGNORE_INDEX, SEGMENTATION_METRICS, metrics_from_confusion,
-                                            update_confusion)
+                                            segmentation_split_metrics, update_confusion)
 
 
 def test_iou_and_dice_per_class_and_means_by_hand():
@@ -131,3 +133,21 @@ def test_segmentation_cards_validate_metric_background_and_layers(tmp_path):
         load_card(str(base))
     base.write_text(text + "selection_metric: iou_fg_mean\nlayers: [-4, -1]\n")
     assert load_card(str(base)).extra["layers"] == [-4, -1]
+
+
+class _FixedConfusion:
+    def __init__(self, confusion):
+        self.confusion = np.asarray(confusion)
+
+    def confusion_matrix(self, features, labels):
+        return self.confusion
+
+
+def test_split_metrics_are_named_after_the_scored_card_and_a_class_count_mismatch_is_refused():
+    probe = _FixedConfusion([[3, 1], [0, 2]])
+    for names in (["background", "tumour"], ["background", "stroma"]):  # the last card built must not matter
+        card = SimpleNamespace(classes=names, path="card.yaml")
+        metrics = segmentation_split_metrics(card, probe, None, None)
+        assert metrics[f"dice_{names[1]}"] == pytest.approx(0.8) and f"iou_{names[1]}" in metrics
+    with pytest.raises(EvalsuiteError, match="card.yaml: names 3 classes but the probe scored 2"):
+        segmentation_split_metrics(SimpleNamespace(classes=["background", "a", "b"], path="card.yaml"), probe, None, None)

@@ -21,7 +21,7 @@ import torch
 from PIL import Image
 
 from evalsuite.errors import EvalsuiteError
-from evalsuite.segmentation_metrics import IGNORE_INDEX, register_class_names
+from evalsuite.segmentation_metrics import IGNORE_INDEX
 
 PAD_PIXEL = 255
 
@@ -61,7 +61,6 @@ class SegmentationReader:
         self.tile_px = tile_px
         self.source = None
         self.tiles: dict = {}
-        register_class_names(card.classes)
 
     def dataset(self, split: str, transform) -> "SegTileDataset":
         if split not in self.tiles:
