@@ -18,9 +18,9 @@ pytestmark = pytest.mark.slow
 RUN = ["run", "--task", "demo", "--probes", "knn", "--chunk-rows", "32", "--batch-size", "16", "--num-workers", "0"]
 
 
-def _start(out: Path, *extra) -> subprocess.Popen:
+def _start(out: Path, *extra, new_group: bool = False) -> subprocess.Popen:
     return subprocess.Popen([sys.executable, "-m", "evalsuite", *RUN, "--out", str(out), *extra],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=new_group)
 
 
 def _manifest(out: Path, split: str) -> dict | None:
@@ -124,6 +124,21 @@ def test_preemption_signal_stops_after_the_chunk_and_the_rerun_resumes(reference
     assert rerun.returncode == 0, rerun.stderr
     assert _last_run(out)["samples_extracted"]["train"] == 333 - 32 * _done(stopped)
     assert _features_bytes(out, "train") == _features_bytes(reference, "train")
+
+
+def test_sigterm_to_the_whole_process_group_stops_after_the_chunk_with_workers_alive(tmp_path):
+    """Slurm and torchrun signal every process of the job: DataLoader workers get SIGTERM too and must
+    not die mid-chunk, so the run still ends with the resumable exit code and no traceback."""
+    out = tmp_path / "out"
+    process = _start(out, "--num-workers", "1", new_group=True)
+    _wait_for_chunks(process, out, 2)
+    os.killpg(process.pid, signal.SIGTERM)
+    _, stderr = process.communicate(timeout=120)
+    assert process.returncode == 75, stderr
+    assert "stopped on SIGTERM after chunk" in stderr and "Traceback" not in stderr
+    stopped = _manifest(out, "train")
+    assert not stopped["complete"] and _done(stopped) >= 2
+    assert leaderboard_rows(out) == []
 
 
 def test_cache_ls_verify_and_rm(reference, tmp_path):
