@@ -1,8 +1,8 @@
 """The host-RAM budget planner: can this run hold its feature caches in RAM, on disk, or not at all?
 
 Planned bytes per split = samples x row elements x 2 (float16), where the row shape comes
-from one real forward pass; plus labels, the backbone's parameters, the probe working set and
-the extraction working set. The limit is the smallest of --mem, the Slurm allocation, the
+from one real forward pass; plus labels (8 bytes per class id, or the masks' own bytes), the
+backbone's parameters, the probe working set and the extraction working set. The limit is the smallest of --mem, the Slurm allocation, the
 cgroup limit and MemAvailable, less a safety margin of 10 % (at least 256 MiB) for the
 interpreter, CUDA context and allocator slack.
 
@@ -27,7 +27,11 @@ SAFETY_MARGIN_MIN_BYTES = 256 * 1024**2
 # Rows a probe upcasts at once (kNN query x bank blocks, linear eval batch), times the
 # float32 copies alive together (batch, normalised batch, similarities/logits, gradients).
 PROBE_BATCH_ROWS = 1024
+# Segmentation heads upcast token grids a small batch at a time (the seg recipes' eval batch),
+# and their logits are upsampled to the label resolution for every class.
+DENSE_PROBE_BATCH_ROWS = 32
 PROBE_FLOAT32_COPIES = 4
+CLASS_ID_BYTES = 8  # a classification label: one int64 class id
 LOADER_BATCHES_IN_FLIGHT_PER_WORKER = 2  # torch DataLoader prefetch_factor default
 
 
@@ -42,6 +46,10 @@ class SplitPlan:
     row_shape: list
     cache_bytes: int
     cached: bool
+    label_bytes: int | None = None  # None: one int64 class id per sample; masks give their own size
+
+    def labels_in_memory_bytes(self) -> int:
+        return self.samples * CLASS_ID_BYTES if self.label_bytes is None else self.label_bytes
 
 
 @dataclass
@@ -78,8 +86,14 @@ def model_bytes(model) -> int:
     return sum(t.numel() * t.element_size() for t in tensors)
 
 
-def probe_working_bytes(row_shape) -> int:
-    return PROBE_BATCH_ROWS * int(np.prod(row_shape, dtype=np.int64)) * 4 * PROBE_FLOAT32_COPIES
+def probe_working_bytes(row_shape, label_shape=(), num_classes: int = 0) -> int:
+    """Float32 bytes a probe holds at once: vector rows in large batches; token grids in small
+    batches, with their logits at the label resolution (`label_shape` of one mask)."""
+    row_elements = int(np.prod(row_shape, dtype=np.int64))
+    if len(row_shape) == 1:
+        return PROBE_BATCH_ROWS * row_elements * 4 * PROBE_FLOAT32_COPIES
+    logit_elements = num_classes * int(np.prod(label_shape, dtype=np.int64))
+    return DENSE_PROBE_BATCH_ROWS * (row_elements + logit_elements) * 4 * PROBE_FLOAT32_COPIES
 
 
 def extraction_working_bytes(input_shape, batch_size: int, num_workers: int, chunk_rows: int, row_shape) -> int:
@@ -104,7 +118,7 @@ def make_plan(splits: list[SplitPlan], sources: dict, model_size_bytes: int, pro
     margin = max(math.ceil(limit * SAFETY_MARGIN_FRACTION), SAFETY_MARGIN_MIN_BYTES)
     usable = max(limit - margin, 0)
     all_caches = sum(s.cache_bytes for s in splits)
-    labels = sum(s.samples * 8 for s in splits)
+    labels = sum(s.labels_in_memory_bytes() for s in splits)
     ram_needed = all_caches + labels + model_size_bytes + max(probe_bytes, extraction_bytes)
     memmap_needed = labels + model_size_bytes + max(probe_bytes, extraction_bytes)
     disk_needed = sum(s.cache_bytes for s in splits if not s.cached)
@@ -155,6 +169,7 @@ def format_plan(plan: Plan) -> str:
         lines.append(f"{s.split:<8}{s.samples:>10}  {'x'.join(map(str, s.row_shape)):<16}"
                      f"{human_bytes(s.cache_bytes):>12}  {'yes' if s.cached else 'no'}")
     lines += ["",
+              f"labels {human_bytes(sum(s.labels_in_memory_bytes() for s in plan.splits))}, "
               f"model {human_bytes(plan.model_bytes)}, probe working set {human_bytes(plan.probe_working_bytes)}, "
               f"extraction working set {human_bytes(plan.extraction_working_bytes)}",
               f"needed: ram {human_bytes(plan.ram_needed_bytes)}, memmap {human_bytes(plan.memmap_needed_bytes)}; "

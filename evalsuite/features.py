@@ -10,6 +10,7 @@ import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
+import numpy as np
 import torch
 
 from evalsuite.budget import (BudgetRefused, SplitPlan, cache_bytes, extraction_working_bytes, make_plan, model_bytes,
@@ -87,11 +88,16 @@ def plan_splits(config, card, reader, backbone, device) -> PreparedSplits:
         if len(dataset) == 0:
             raise EvalsuiteError(f"task card {card.path}: split '{split}' has no samples")
     row_shape, forwards = _row_shape(cache, keys, datasets, feature_fn(backbone, card), device, config.autocast)
+    # Segmentation datasets give one mask's shape (uint8); class-id datasets have none (int64 ids).
+    label_shape = tuple(getattr(datasets["train"], "label_shape", ()))
     split_plans = [SplitPlan(split, len(datasets[split]), list(row_shape), cache_bytes(len(datasets[split]), row_shape),
-                             cache.is_complete(keys[split])) for split in SPLITS]
+                             cache.is_complete(keys[split]),
+                             len(datasets[split]) * int(np.prod(label_shape)) if label_shape else None)
+                   for split in SPLITS]
     chunk_rows = chunk_rows_for(row_shape, config.batch_size, config.chunk_rows)
     plan = make_plan(
-        split_plans, memory_sources(config.mem), model_bytes(backbone.model), probe_working_bytes(row_shape),
+        split_plans, memory_sources(config.mem), model_bytes(backbone.model),
+        probe_working_bytes(row_shape, label_shape, card.num_classes),
         extraction_working_bytes(backbone.data_config["input_size"], config.batch_size, config.num_workers,
                                  chunk_rows, row_shape),
         cache.root, requested=config.cache)

@@ -208,3 +208,16 @@ def test_card_layers_concatenate_blocks_and_enter_the_cache_key(tmp_path):
     config = RunConfig(task=str(card_path), data_root=str(tmp_path))
     fields = features._key_fields(config, card, backbone, "train")
     assert fields["layers"] == [-4, -1] and features._key_fields(config, default, backbone, "train")["layers"] == [-1]
+
+
+def test_budget_counts_masks_at_their_size_and_a_small_dense_probe_batch(data, tmp_path):
+    result = run_cli("budget", "--task", "pannuke", "--data-root", data["pannuke"], "--out", tmp_path / "out",
+                     "--mem", "8G", "--json", *FAST)
+    assert result.returncode == 0, result.stderr
+    plan = json.loads(result.stdout)
+    masks_bytes = sum(split["samples"] for split in plan["splits"]) * 256 * 256  # uint8 256 x 256 per tile
+    assert [split["label_bytes"] for split in plan["splits"]] == [s["samples"] * 256 * 256 for s in plan["splits"]]
+    assert plan["memmap_needed_bytes"] == (masks_bytes + plan["model_bytes"]
+                                           + max(plan["probe_working_bytes"], plan["extraction_working_bytes"]))
+    tokens, classes = 10 * 10 * 64, len(load_card("pannuke").classes)  # test_vit: 10 x 10 tokens of width 64
+    assert plan["probe_working_bytes"] == 32 * (tokens + classes * 256 * 256) * 4 * 4

@@ -80,6 +80,11 @@ class SegTileDataset(torch.utils.data.Dataset):
         return len(self.tiles)
 
     @property
+    def label_shape(self) -> tuple[int, int]:
+        """One mask's shape (uint8 class ids), known without reading any mask: the budget plans with it."""
+        return (self.tile_px, self.tile_px)
+
+    @property
     def labels(self) -> np.ndarray:
         if self._labels is None:
             labels = np.empty((len(self.tiles), self.tile_px, self.tile_px), dtype=np.uint8)
