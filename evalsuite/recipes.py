@@ -1,5 +1,6 @@
 """Probe recipes: YAML files naming a probe implementation and its hyper-parameters."""
 
+import hashlib
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -15,6 +16,7 @@ class ProbeRecipe:
     probe: str
     params: dict
     path: Path
+    sha256: str  # of the recipe file's bytes: results name the exact recipe they came from
 
 
 def find_recipe(name: str) -> Path:
@@ -25,8 +27,9 @@ def load_recipe(name: str) -> ProbeRecipe:
     from evalsuite.probes import PROBES
 
     path = find_recipe(name)
+    raw_bytes = path.read_bytes()
     try:
-        raw = yaml.safe_load(path.read_text())
+        raw = yaml.safe_load(raw_bytes)
     except yaml.YAMLError as exc:
         raise EvalsuiteError(f"probe recipe {path}: not valid YAML ({str(exc).splitlines()[0]})") from None
     if not isinstance(raw, dict) or not isinstance(raw.get("name"), str) or not isinstance(raw.get("probe"), str):
@@ -36,4 +39,5 @@ def load_recipe(name: str) -> ProbeRecipe:
     params = raw.get("params") or {}
     if not isinstance(params, dict):
         raise EvalsuiteError(f"probe recipe {path}: field 'params' must be a mapping")
-    return ProbeRecipe(name=raw["name"], probe=raw["probe"], params=params, path=path.resolve())
+    return ProbeRecipe(name=raw["name"], probe=raw["probe"], params=params, path=path.resolve(),
+                       sha256=hashlib.sha256(raw_bytes).hexdigest())

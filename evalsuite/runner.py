@@ -106,12 +106,17 @@ METRICS_OF_KIND = {
 }
 
 
+def _recipe_fields(recipe) -> dict:
+    return {"probe": recipe.name, "recipe": recipe.params, "recipe_path": str(recipe.path),
+            "recipe_sha256": recipe.sha256}
+
+
 def _run_probe(recipe, card, split_data, device, seed: int) -> dict:
     started = time.perf_counter()
     probe = PROBES[recipe.probe](num_classes=card.num_classes, device=device, seed=seed, **recipe.params)
     if getattr(probe, "scores_whole_splits", False):
         means, intervals = probe.evaluate(split_data, "test")
-        return {"probe": recipe.name, "seed": seed, "recipe": recipe.params, "selected_params": probe.selected_params_,
+        return {**_recipe_fields(recipe), "seed": seed, "selected_params": probe.selected_params_,
                 "metrics": {"test": means}, "intervals_95": {"test": intervals},
                 "fit_s": time.perf_counter() - started}
     (train_x, train_y), (val_x, val_y) = split_data["train"], split_data["val"]
@@ -124,7 +129,7 @@ def _run_probe(recipe, card, split_data, device, seed: int) -> dict:
         scored = score(card, probe, *split_data["test"], with_intervals=True)
         intervals = {"test": {k[:-3]: list(v) for k, v in scored.items() if k.endswith("_ci")}}
         metrics["test"] = {k: v for k, v in scored.items() if not k.endswith("_ci")}
-    return {"probe": recipe.name, "seed": seed, "recipe": recipe.params, "selected_params": probe.selected_params_,
+    return {**_recipe_fields(recipe), "seed": seed, "selected_params": probe.selected_params_,
             "metrics": metrics, "intervals_95": intervals, "fit_s": time.perf_counter() - started}
 
 

@@ -1,6 +1,8 @@
 """The demo task end to end through the CLI, as the README's first command runs it."""
 
+import hashlib
 import json
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -89,4 +91,7 @@ def test_results_json_records_what_reproduces_the_run(demo_out):
     assert {"torch", "timm", "numpy", "scikit-learn"} <= set(record["versions"])
     linear = next(p for p in record["probes"] if p["probe"] == "linear")
     assert {"lr", "weight_decay"} <= set(linear["selected_params"])
+    recipe_file = Path(linear["recipe_path"])
+    assert recipe_file.name == "linear.yaml"
+    assert linear["recipe_sha256"] == hashlib.sha256(recipe_file.read_bytes()).hexdigest()
     assert leaderboard_rows(demo_out[0])[0]["run_id"] == record["run_id"]
