@@ -182,7 +182,7 @@ def _from_hub_name(name: str, weights: str | None, random_init: bool):
         )
     with torch.random.fork_rng(devices=[]):
         model = create_from_hub(name, num_classes=0)
-    return model, f"hub:{name.removeprefix('hf-hub:')}"
+    return model, _hub_weights_id(f"hub:{name.removeprefix('hf-hub:')}", model)
 
 
 def _from_timm_name(name: str, weights: str | None, random_init: bool):
@@ -197,7 +197,13 @@ def _from_timm_name(name: str, weights: str | None, random_init: bool):
         return _create(name, random_init=True), f"random-init:seed{RANDOM_INIT_SEED}"
     model = create_from_hub(name, num_classes=0)
     cfg = model.pretrained_cfg
-    return model, f"timm:{cfg.get('hf_hub_id') or cfg.get('url') or name}"
+    return model, _hub_weights_id(f"timm:{cfg.get('hf_hub_id') or cfg.get('url') or name}", model)
+
+
+def _hub_weights_id(source: str, model: torch.nn.Module) -> str:
+    # A hub repository can change under the same name: the content hash keeps caches and
+    # leaderboard rows of different weights apart; the source says where they came from.
+    return f"{source}#sha256-state:{checkpoints.state_sha256(model)}"
 
 
 def _unknown_model_message(name: str) -> str:

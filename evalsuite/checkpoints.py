@@ -48,6 +48,17 @@ def weights_sha256(files: list[Path]) -> str:
     return hashlib.sha256("".join(file_sha256(f) for f in files).encode()).hexdigest()
 
 
+def state_sha256(model: torch.nn.Module) -> str:
+    """Content hash of a loaded model's weights (names, dtypes, shapes, bytes), for weights that
+    arrive through timm's hub loader rather than as a file we can hash."""
+    digest = hashlib.sha256()
+    for name, tensor in model.state_dict().items():
+        tensor = tensor.detach().cpu().contiguous()
+        digest.update(f"{name}|{tensor.dtype}|{tuple(tensor.shape)}|".encode())
+        digest.update(tensor.reshape(-1).view(torch.uint8).numpy())  # the bytes, without a copy
+    return digest.hexdigest()
+
+
 def read_state_dict(path: Path) -> dict:
     """All tensors of the checkpoint at `path` (file or folder), wrappers and `module.` removed."""
     state = {}

@@ -169,3 +169,22 @@ def test_run_demo_end_to_end_with_a_local_registry_checkpoint(reference, tmp_pat
     [run_json] = (out / "runs").glob("*.json")
     record = json.loads(run_json.read_text())
     assert record["model"]["embed_dim"] == 384
+
+
+@pytest.mark.parametrize("name, source", [("hf-hub:some-org/some-vit", "hub:some-org/some-vit"),
+                                          ("test_vit", "timm:")])
+def test_hub_weights_are_identified_by_their_content_and_their_source(monkeypatch, name, source):
+    import evalsuite.backbones as backbones
+
+    weights = {"seed": 0}
+
+    def fake_hub(_name, **kwargs):  # what timm would build from the hub, offline
+        torch.manual_seed(weights["seed"])
+        return timm.create_model("test_vit", pretrained=False, **kwargs)
+
+    monkeypatch.setattr(backbones, "create_from_hub", fake_hub)
+    first, again = backbones.build_backbone(name).weights_id, backbones.build_backbone(name).weights_id
+    weights["seed"] = 1
+    changed = backbones.build_backbone(name).weights_id
+    assert first == again != changed
+    assert first.startswith(source) and "#sha256-state:" in first and len(first.split(":")[-1]) == 64
