@@ -74,3 +74,22 @@ def test_streamed_source_reads_blocks_never_the_whole_cache(tmp_path):
     assert source.resident is None
     assert sum(len(x) for x, _ in source.epoch(0, 8)) == 200
     assert max(reads) == 32 and sum(reads) == 200
+
+
+def test_linear_probe_training_loop_never_syncs_with_the_host(monkeypatch):
+    """Every way a tensor's value reaches Python (.item, .cpu, .tolist, .numpy, bool/int/float) fails
+    inside the resident training loop; on a GPU each of them would stall the device every batch."""
+    from evalsuite.probes.linear import LinearProbe
+
+    rng = np.random.default_rng(0)
+    features, labels = rng.standard_normal((96, 8)).astype(np.float16), rng.integers(0, 3, 96)
+    probe = LinearProbe(3, lr=[1e-2, 1e-3], weight_decay=[0.0, 1e-2], epochs=2, batch_size=16)
+
+    def host_sync(*_args, **_kwargs):
+        raise AssertionError("host sync inside the training loop")
+
+    with monkeypatch.context() as patch:
+        for name in ("item", "cpu", "tolist", "numpy", "__bool__", "__int__", "__float__", "__index__"):
+            patch.setattr(torch.Tensor, name, host_sync)
+        heads = probe._train_heads(features, labels)
+    assert heads.steps == 2 * (96 // 16)
