@@ -109,13 +109,12 @@ def new_train_step(args, labels: np.ndarray, device):
     """evalsuite's own linear-probe step (probes/linear_heads.py), as LinearProbe builds it."""
     import torch
 
-    from evalsuite.probes.linear import LinearProbe
+    from evalsuite.probes.linear import balanced_class_weights
     from evalsuite.probes.linear_heads import LinearHeads
 
     grid = [GRID[i % len(GRID)] for i in range(args.heads)]
-    probe = LinearProbe(args.classes, device=device)
     heads = LinearHeads(args.dim, args.classes, grid, device, torch.Generator().manual_seed(args.seed),
-                        class_weights=probe._loss_weights(labels))
+                        class_weights=balanced_class_weights(labels, args.classes).to(device))
     return heads.step
 
 

@@ -2,9 +2,9 @@
 
 Planned bytes per split = samples x row elements x 2 (float16), where the row shape comes
 from one real forward pass; plus labels (8 bytes per class id, or the masks' own bytes), the
-backbone's parameters, the probe working set and the extraction working set. The limit is the smallest of --mem, the Slurm allocation, the
-cgroup limit and MemAvailable, less a safety margin of 10 % (at least 256 MiB) for the
-interpreter, CUDA context and allocator slack.
+backbone's parameters, the probe working set and the extraction working set. The limit is
+the smallest of --mem, the Slurm allocation, the cgroup limit and MemAvailable, less a safety
+margin of 10 % (at least 256 MiB) for the interpreter, CUDA context and allocator slack.
 
 - `ram`: everything, all splits' caches included, fits under the limit;
 - `memmap`: it does not, but the working sets without the caches do and the disk holding the

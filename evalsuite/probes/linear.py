@@ -48,7 +48,7 @@ class LinearProbe:
     def _train_heads(self, features, labels) -> LinearHeads:
         generator = torch.Generator().manual_seed(self.seed)
         heads = LinearHeads(features.shape[1], self.num_classes, self.grid, self.device, generator,
-                            class_weights=self._loss_weights(labels))
+                            class_weights=self._class_weights(labels))
         source = BatchSource(features, labels, self.device, block_rows=self.stream_block_rows)
         batch_size = min(self.batch_size, len(labels))  # drop_last must not drop a whole small split
         for epoch in range(self.epochs):
@@ -56,13 +56,10 @@ class LinearProbe:
                 heads.step(batch, target)
         return heads
 
-    def _loss_weights(self, labels: np.ndarray):
+    def _class_weights(self, labels: np.ndarray) -> torch.Tensor | None:
         if self.class_weight != "balanced":
             return None
-        # As scikit-learn's class_weight="balanced": n_samples / (n_classes * count); absent classes weigh 0.
-        counts = np.bincount(labels, minlength=self.num_classes).astype(np.float64)
-        weights = np.where(counts > 0, len(labels) / (self.num_classes * np.maximum(counts, 1)), 0.0)
-        return torch.tensor(weights, dtype=torch.float32, device=self.device)
+        return balanced_class_weights(labels, self.num_classes).to(self.device)
 
     @torch.no_grad()
     def _proba(self, logits_of, features, num_heads: int) -> np.ndarray:
@@ -72,6 +69,13 @@ class LinearProbe:
         for batch_indices, batch in iter_float32_batches(features, order, self.eval_batch_size, self.device):
             out[batch_indices] = torch.softmax(logits_of(batch), dim=-1).cpu().numpy()
         return out
+
+
+def balanced_class_weights(labels: np.ndarray, num_classes: int) -> torch.Tensor:
+    """As scikit-learn's class_weight="balanced": n_samples / (n_classes * count); absent classes weigh 0."""
+    counts = np.bincount(labels, minlength=num_classes).astype(np.float64)
+    weights = np.where(counts > 0, len(labels) / (num_classes * np.maximum(counts, 1)), 0.0)
+    return torch.tensor(weights, dtype=torch.float32)
 
 
 def _as_list(value) -> list:
