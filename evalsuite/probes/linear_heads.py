@@ -28,12 +28,16 @@ class LinearHeads:
                             for _ in grid])
         self.weight = weight.to(device).requires_grad_()
         self.bias = torch.zeros(len(grid) * num_classes, device=device, requires_grad=True)
-        lr_rows = torch.tensor([lr for lr, _ in grid], dtype=torch.float32).repeat_interleave(num_classes)
-        decay_rows = torch.tensor([wd for _, wd in grid], dtype=torch.float32).repeat_interleave(num_classes)
-        self.lr_rows, self.decay_rows = lr_rows.to(device), decay_rows.to(device)
+        lr = torch.tensor([lr for lr, _ in grid]).repeat_interleave(num_classes).to(device)
+        decay = torch.tensor([wd for _, wd in grid]).repeat_interleave(num_classes).to(device)
+        # Per parameter: its lr and decoupled-decay factor shaped to broadcast over its rows, and
+        # AdamW's two moment buffers.
+        self.adam_state = [(param, lr.view(-1, *[1] * (param.dim() - 1)),
+                            (1 - lr * decay).view(-1, *[1] * (param.dim() - 1)),
+                            torch.zeros_like(param), torch.zeros_like(param))
+                           for param in (self.weight, self.bias)]
         self.class_weights = class_weights
         self.steps = 0
-        self.moments = {name: (torch.zeros_like(p), torch.zeros_like(p)) for name, p in self._params()}
 
     def logits(self, batch: torch.Tensor) -> torch.Tensor:
         """[batch, heads, classes]."""
@@ -49,8 +53,8 @@ class LinearHeads:
         loss.backward()
         self.steps += 1
         with torch.no_grad():
-            for name, param in self._params():
-                self._adamw(param, *self.moments[name], rows=name == "weight")
+            for state in self.adam_state:
+                self._adamw(*state)
 
     def head(self, index: int) -> torch.nn.Linear:
         """Head `index` as a plain nn.Linear (what the probe keeps after selection)."""
@@ -61,14 +65,9 @@ class LinearHeads:
             linear.bias.copy_(self.bias[rows])
         return linear.eval().requires_grad_(False)
 
-    def _params(self):
-        return (("weight", self.weight), ("bias", self.bias))
-
-    def _adamw(self, param, exp_avg, exp_avg_sq, rows: bool) -> None:
-        lr = self.lr_rows[:, None] if rows else self.lr_rows
-        decay = self.decay_rows[:, None] if rows else self.decay_rows
+    def _adamw(self, param, lr, decay_factor, exp_avg, exp_avg_sq) -> None:
         grad = param.grad
-        param.mul_(1 - lr * decay)
+        param.mul_(decay_factor)
         exp_avg.lerp_(grad, 1 - BETAS[0])
         exp_avg_sq.mul_(BETAS[1]).addcmul_(grad, grad, value=1 - BETAS[1])
         bias_correction1 = 1 - BETAS[0] ** self.steps
