@@ -34,6 +34,7 @@ class TaskCard:
     sha256: str
     description: str = ""
     data_root: str | None = None
+    classes_closed: bool = False  # a class folder on disk that is not in `classes` is an error, not a note
     extra: dict = field(default_factory=dict)
 
     @property
@@ -65,7 +66,7 @@ def _field(raw: dict, path: Path, name: str, kind: type, required: bool = True):
             raise EvalsuiteError(f"task card {path}: missing required field '{name}'")
         return None
     value = raw[name]
-    if not isinstance(value, kind) or isinstance(value, bool):
+    if not isinstance(value, kind) or (isinstance(value, bool) and kind is not bool):
         raise EvalsuiteError(
             f"task card {path}: field '{name}' must be {kind.__name__}, got {type(value).__name__}"
         )
@@ -108,7 +109,8 @@ def _card_from_mapping(raw: dict, path: Path, sha256: str) -> TaskCard:
     elif "layers" in raw:
         raise EvalsuiteError(f"task card {path}: field 'layers' applies to segmentation cards only")
     probes = _string_list(raw, path, "probes")
-    known = {"name", "kind", "reader", "classes", "splits", "selection_metric", "probes", "description", "data_root"}
+    known = {"name", "kind", "reader", "classes", "splits", "selection_metric", "probes", "description", "data_root",
+             "classes_closed"}
     return TaskCard(
         name=name,
         kind=kind,
@@ -122,6 +124,7 @@ def _card_from_mapping(raw: dict, path: Path, sha256: str) -> TaskCard:
         sha256=sha256,
         description=_field(raw, path, "description", str, required=False) or "",
         data_root=_field(raw, path, "data_root", str, required=False),
+        classes_closed=bool(_field(raw, path, "classes_closed", bool, required=False)),
         extra={k: v for k, v in raw.items() if k not in known},
     )
 

@@ -81,7 +81,19 @@ def matched_state_dict(model, state: dict, path: Path) -> dict:
             f"unexpected keys {_describe(unexpected)}, wrong shapes {_describe(wrong_shape)}; "
             "check --model matches the checkpoint's architecture"
         )
+    _check_dtypes(state, expected, path)
     return state
+
+
+def _check_dtypes(state: dict, expected: dict, path: Path) -> None:
+    """Float weights may come in any float precision (they are cast); an integer or bool tensor where the
+    model holds floats (or the reverse) is a broken or quantised checkpoint, not something to cast."""
+    for key in (k for k in expected if k in state):  # in the model's order: "first" means the same in every format
+        tensor, wanted = state[key], expected[key].dtype
+        if tensor.is_floating_point() != wanted.is_floating_point or tensor.is_complex():
+            raise EvalsuiteError(f"weights {path}: tensor '{key}' is {str(tensor.dtype).removeprefix('torch.')} but "
+                                 f"the model holds {str(wanted).removeprefix('torch.')}; save a floating-point "
+                                 "(float32/float16/bfloat16) state dict, not a quantised or converted one")
 
 
 def in_order_state_dict(model, state: dict, path: Path) -> dict:

@@ -58,6 +58,30 @@ def _workers_ignore_stop_signals(_worker_id: int) -> None:
         signal.signal(sig, signal.SIG_IGN)
 
 
+@contextlib.contextmanager
+def batches_of(loader):
+    """The loader's batches; its worker processes are ended however the loop is left (error, signal, return)."""
+    batches = iter(loader)
+    try:
+        yield batches
+    finally:
+        _end_workers(batches)
+
+
+def _end_workers(batches) -> None:
+    # Workers ignore SIGTERM (above), and the DataLoader's last resort at interpreter exit is to
+    # SIGTERM its workers and join them: an error that leaves the loop would then hang the process
+    # forever. Ask them to stop now, and kill any that is still busy (e.g. decoding a huge image).
+    shutdown = getattr(batches, "_shutdown_workers", None)
+    if shutdown is None:  # num_workers=0: no processes
+        return
+    shutdown()
+    for worker in getattr(batches, "_workers", []):
+        if worker.is_alive():
+            worker.kill()
+            worker.join()
+
+
 def chunk_aligned_batches(pending_chunks, batch_size: int) -> list[list[int]]:
     return [list(range(start, min(start + batch_size, stop)))
             for _, chunk_start, stop in pending_chunks for start in range(chunk_start, stop, batch_size)]
@@ -83,9 +107,8 @@ def extract_to_cache(backbone, dataset, writer, device: torch.device, batch_size
                                          **loader_kwargs(device, num_workers))
     chunk_rows = max(stop - start for _, start, stop in pending)
     buffer = np.empty((chunk_rows, *writer.row_shape), dtype=CACHE_DTYPE)
-    batches = iter(loader)
     forwarded = 0
-    with stop_after_chunk_on_signals() as stop, torch.inference_mode(), \
+    with batches_of(loader) as batches, stop_after_chunk_on_signals() as stop, torch.inference_mode(), \
             tqdm(total=len(dataset), initial=len(dataset) - sum(b - a for _, a, b in pending), desc=description,
                  unit="img", leave=False, mininterval=_progress_interval_s(), disable=not show_progress) as bar:
         for done, (index, start, stop_row) in enumerate(pending):

@@ -18,13 +18,15 @@ def add_parser(commands, common) -> None:
 def _seeds(args) -> list[int]:
     from evalsuite.errors import EvalsuiteError
 
-    if not args.seeds:
+    if args.seeds is None:
+        if args.seed < 0:
+            raise EvalsuiteError(f"--seed must be a non-negative integer, got {args.seed}")
         return [args.seed]
-    try:
-        seeds = [int(part) for part in args.seeds.split(",") if part.strip()]
-    except ValueError:
-        raise EvalsuiteError(f"--seeds takes comma-separated integers, got '{args.seeds}'") from None
-    if not seeds or len(set(seeds)) != len(seeds):
+    items = [part.strip() for part in args.seeds.split(",")]
+    if not all(item.isdigit() for item in items):  # an empty item (0,,1) or a sign (-1) is a typo
+        raise EvalsuiteError(f"--seeds takes comma-separated non-negative integers such as 0,1,2, got '{args.seeds}'")
+    seeds = [int(item) for item in items]
+    if len(set(seeds)) != len(seeds):
         raise EvalsuiteError(f"--seeds needs distinct integers, got '{args.seeds}'")
     return seeds
 

@@ -24,8 +24,9 @@ class KNNProbe:
 
     def fit(self, features, labels, val_features, val_labels, selection_metric: str = "balanced_accuracy"):
         self.bank_ = features
-        self.bank_labels_ = torch.from_numpy(
-            check_features_labels(features, labels, self.num_classes, "knn probe train split")).to(self.device)
+        # A copy: cached labels are a read-only memory map, which torch.from_numpy warns about.
+        self.bank_labels_ = torch.tensor(
+            check_features_labels(features, labels, self.num_classes, "knn probe train split"), device=self.device)
         val_labels = check_features_labels(val_features, val_labels, self.num_classes, "knn probe val split")
         usable = [k for k in self.k_grid if k <= len(labels)] or [len(labels)]
         sims, neighbours = self._neighbours(val_features, max(usable))

@@ -6,6 +6,7 @@ data on disk is an EvalsuiteError of one line naming the file or the expected pa
 """
 
 import contextlib
+import sys
 import warnings
 from pathlib import Path
 
@@ -41,11 +42,15 @@ def list_files(folder: Path, suffix: str) -> list[Path]:
                   if p.is_file() and p.name.lower().endswith(suffix) and not p.name.startswith("."))
 
 
-def class_folder_samples(root: Path, classes: list, suffix: str, task: str, layout: str):
-    """(paths, int64 labels) from `root/<class>/*<suffix>`, one folder per card class, in card order."""
+def class_folder_samples(root: Path, card, suffix: str, task: str, layout: str):
+    """(paths, int64 labels) from `root/<class>/*<suffix>`, one folder per card class, in card order.
+
+    A folder that is not one of the card's classes is named on stderr and skipped, or is an
+    error when the card sets `classes_closed: true`."""
     require_dir(root, task, layout)
+    _check_unknown_class_folders(root, card, task)
     paths, labels = [], []
-    for label, name in enumerate(classes):
+    for label, name in enumerate(card.classes):
         folder = root / name
         if not folder.is_dir():
             raise layout_error(task, f"missing class folder {folder}", layout)
@@ -53,6 +58,18 @@ def class_folder_samples(root: Path, classes: list, suffix: str, task: str, layo
         paths += files
         labels += [label] * len(files)
     return paths, np.array(labels, dtype=np.int64)
+
+
+def _check_unknown_class_folders(root: Path, card, task: str) -> None:
+    unknown = sorted(p.name for p in root.iterdir() if p.is_dir() and not p.name.startswith(".")
+                     and p.name not in card.classes)
+    if not unknown:
+        return
+    if card.classes_closed:
+        raise EvalsuiteError(f"{task}: {root} has class folders not in task card {card.path}: {', '.join(unknown)}; "
+                             "remove them, or add them to the card's classes")
+    print(f"evalsuite: note: {task}: skipping folders in {root} that are not among the card's classes: "
+          f"{', '.join(unknown)} (set `classes_closed: true` in the card to make this an error)", file=sys.stderr)
 
 
 def check_count(task: str, what: str, found: int, expected: int, check_counts: bool) -> None:

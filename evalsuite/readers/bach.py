@@ -46,7 +46,7 @@ class BachReader(FileListReader):
                  crop_px: int | None = None):
         super().__init__(card, preprocess, crop_px)
         check_classes(card, list(HELD_OUT), TASK, "class folders")
-        paths, labels = class_folder_samples(Path(data_root) / PHOTOS, card.classes, ".tif", TASK, LAYOUT)
+        paths, labels = class_folder_samples(Path(data_root) / PHOTOS, card, ".tif", TASK, LAYOUT)
         splits = []
         for path, label in zip(paths, labels):
             match = NAME.match(path.name)

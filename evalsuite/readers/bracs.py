@@ -26,5 +26,5 @@ class BracsReader(FileListReader):
         super().__init__(card, preprocess, crop_px)
         check_classes(card, CLASSES, TASK, "class folders")
         for split, expected in OFFICIAL_COUNTS.items():
-            self.splits[split] = class_folder_samples(Path(data_root) / ROOT / split, CLASSES, ".png", TASK, LAYOUT)
+            self.splits[split] = class_folder_samples(Path(data_root) / ROOT / split, card, ".png", TASK, LAYOUT)
             check_count(TASK, f"{ROOT / split}", len(self.splits[split][0]), expected, check_counts)

@@ -27,7 +27,7 @@ class CrcReader(FileListReader):
         check_classes(card, CLASSES, TASK, "class folders")
         found = {}
         for folder in (TRAIN_DIR, TEST_DIR):
-            found[folder] = class_folder_samples(Path(data_root) / folder, card.classes, ".tif", TASK, LAYOUT)
+            found[folder] = class_folder_samples(Path(data_root) / folder, card, ".tif", TASK, LAYOUT)
             check_count(TASK, folder, len(found[folder][0]), OFFICIAL_COUNTS[folder], check_counts)
         paths, labels = found[TRAIN_DIR]
         val = carve_val(labels, val_fraction, val_seed)
