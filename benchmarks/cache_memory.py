@@ -153,7 +153,7 @@ def worker_extract(args) -> dict:
     writer = cache.start_or_resume(args.key, (len(dataset), *row_shape), dataset.labels,
                                    {"benchmark": "cache_memory", "rows": len(dataset)}, chunk_rows, {})
     forwarded = extract_to_cache(backbone, dataset, writer, torch.device("cpu"), batch_size=args.batch_size,
-                                 num_workers=args.num_workers, use_autocast=False, description="benchmark")
+                                 num_workers=args.num_workers, precision="fp32", description="benchmark")
     end = read_status()
     assert forwarded == len(dataset) and cache.is_complete(args.key)
     return {"baseline_mib": baseline["VmRSS"], "peak_mib": end["VmHWM"], "end": end, "peak_reset": reset,

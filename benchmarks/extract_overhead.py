@@ -14,13 +14,13 @@ times, after one untimed warm-up forward pass:
 - ``full pipeline``: ``FeatureCache.start_or_resume`` (new cache: sparse ``features.npy``,
   ``labels.npy``, manifest with fsync) + ``evalsuite.extract.extract_to_cache`` exactly as a
   run calls it: a DataLoader with ``--num-workers`` workers decoding and transforming the
-  tiles, the forward under ``torch.inference_mode()`` and the autocast setting, the NaN and
+  tiles, the forward under ``torch.inference_mode()`` and the compute precision, the NaN and
   float16-range checks, the float16 conversion into the chunk buffer, and per chunk a pwrite,
   fsync, sha256 and an atomic manifest update; then ``finish``. Chunks are sized as a run
   sizes them (``evalsuite.features.chunk_rows_for``) unless ``--chunk-rows`` says otherwise.
 - ``pure forward``: ``backbone.pooled_features`` on the same batches (same ``--batch-size``,
   same chunk-aligned boundaries), already decoded, transformed and stacked in memory, under
-  ``torch.inference_mode()`` and the same autocast setting; nothing else.
+  ``torch.inference_mode()`` and the same precision; nothing else.
 
 How to read it
 --------------
@@ -49,7 +49,7 @@ How to read it
 Timings are wall clock on whatever else the machine runs; compare rows of one run.
 
 Run: ``python benchmarks/extract_overhead.py`` (defaults: kaiko-vits16, 256 samples, batch 64,
-workers and bf16 autocast as a run, 5 repeats; two to three minutes on 2 idle cores). With
+workers and precision as a run, 5 repeats; two to three minutes on 2 idle cores). With
 ``--model vit_tiny_patch16_224`` the forward is 4x lighter while decoding costs the same, so on
 2 cores the workers' share, and the ratio, grow (about 1.1 there).
 """
@@ -123,7 +123,7 @@ def time_pipeline(backbone, dataset, labels, root: Path, row_shape, chunk_rows, 
 
     writer.write_chunk = timed_write_chunk
     forwarded = extract_to_cache(backbone, dataset, writer, device, batch_size=args.batch_size,
-                                 num_workers=args.num_workers, use_autocast=not args.no_autocast,
+                                 num_workers=args.num_workers, precision=args.precision,
                                  description="extract_overhead", features_of=forward, show_progress=False)
     total = time.perf_counter() - started
     if forwarded != len(dataset) or not cache.is_complete(key):
@@ -148,14 +148,14 @@ def time_first_batch(dataset, batches, num_workers: int, device) -> float:
     return seconds
 
 
-def time_pure_forward(backbone, decoded, device, use_autocast) -> tuple[float, list]:
+def time_pure_forward(backbone, decoded, device, precision) -> tuple[float, list]:
     import torch
 
-    from evalsuite.devices import autocast_context
+    from evalsuite.precision import autocast_context
 
     outputs = []
     started = time.perf_counter()
-    with torch.inference_mode(), autocast_context(device, use_autocast):
+    with torch.inference_mode(), autocast_context(device, precision):
         for images in decoded:
             outputs.append(backbone.pooled_features(images))
     return time.perf_counter() - started, outputs
@@ -191,14 +191,16 @@ def run(args) -> None:
     import torch
 
     from evalsuite.cache import chunk_bounds
-    from evalsuite.devices import autocast_context
+    from evalsuite.precision import autocast_context
     from evalsuite.extract import chunk_aligned_batches
     from evalsuite.features import chunk_rows_for
 
     if args.threads:
         torch.set_num_threads(args.threads)
     device = torch.device("cpu")
-    use_autocast = not args.no_autocast
+    from evalsuite.precision import resolve_precision
+
+    args.precision = precision = resolve_precision(args.precision, device)  # the pipeline run reads args
     started = time.perf_counter()
     backbone, dataset, labels, task_tiles = load_task(args.task, args.model, args.samples)
     backbone.model.to(device)
@@ -206,7 +208,7 @@ def run(args) -> None:
     # Pre-decode the same chunk-aligned batches the pipeline will make, timing the decode + transform.
     with torch.inference_mode():
         probe_image = dataset[0][0].unsqueeze(0)
-        with autocast_context(device, use_autocast):
+        with autocast_context(device, precision):
             row_shape = tuple(backbone.pooled_features(probe_image).shape[1:])
     chunk_rows = chunk_rows_for(row_shape, args.batch_size, args.chunk_rows)
     pending = [(index, start, stop) for index, (start, stop) in enumerate(chunk_bounds(len(dataset), chunk_rows))]
@@ -221,11 +223,11 @@ def run(args) -> None:
     torch.set_num_threads(main_threads)
     print(f"extract_overhead: {backbone.name} (random init, {row_shape} features) on {args.task}: {len(dataset)} "
           f"samples ({task_tiles} distinct tiles), batch {args.batch_size}, {args.num_workers} worker(s), "
-          f"autocast {'bf16' if use_autocast else 'off'}, {len(pending)} chunk(s) of <= {chunk_rows} rows, "
+          f"precision {precision}, {len(pending)} chunk(s) of <= {chunk_rows} rows, "
           f"torch {torch.__version__} with {torch.get_num_threads()} threads; set up in "
           f"{time.perf_counter() - started:.1f} s", file=sys.stderr, flush=True)
 
-    with torch.inference_mode(), autocast_context(device, use_autocast):  # warm-up: kernels, allocator
+    with torch.inference_mode(), autocast_context(device, precision):  # warm-up: kernels, allocator
         backbone.pooled_features(decoded[0])
 
     parent = Path(args.tmp_dir) if args.tmp_dir else Path(tempfile.gettempdir())
@@ -237,7 +239,7 @@ def run(args) -> None:
             # Alternate which goes first, so a slow stretch of a shared machine hits both alike.
             for which in (("pure", "pipeline") if repeat % 2 == 0 else ("pipeline", "pure")):
                 if which == "pure":
-                    seconds, outputs = time_pure_forward(backbone, decoded, device, use_autocast)
+                    seconds, outputs = time_pure_forward(backbone, decoded, device, precision)
                     pure.append(seconds)
                 else:
                     pipelines.append(time_pipeline(backbone, dataset, labels, workdir / f"cache-{repeat}", row_shape,
@@ -301,7 +303,8 @@ def parse_args(argv=None):
                         help=f"DataLoader workers (default: {default_num_workers()}, as a run on this machine)")
     parser.add_argument("--chunk-rows", type=int, default=None,
                         help="cache chunk rows (default: as a run sizes them, up to 4096)")
-    parser.add_argument("--no-autocast", action="store_true", help="float32 forward (default: bf16 autocast, as a run)")
+    parser.add_argument("--precision", choices=["auto", "bf16", "fp16", "fp32"], default="auto",
+                        help="compute precision (default: auto, resolved as a run resolves it on this machine)")
     parser.add_argument("--repeats", type=int, default=5, help="timed repeats of each measurement (default: 5)")
     parser.add_argument("--threads", type=int, default=0, help="torch intra-op threads (default: torch's own)")
     parser.add_argument("--tmp-dir", default=None, help="parent folder of the temporary caches (default: $TMPDIR)")

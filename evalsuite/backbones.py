@@ -36,6 +36,7 @@ class Backbone:
     pooling: str = TIMM_HEAD  # evalsuite.pooling rule behind pooled_features
     num_prefix_tokens: int = 0  # class + register tokens ahead of the patch tokens
     patch_size_px: int | None = None  # None: not a patch-token model (CNN feature maps)
+    precision: str | None = None  # compute precision the registry pins for `--precision auto` (None: the device's)
 
     def pooled_features(self, images):
         """[batch, embed_dim] embedding for classification probes."""
@@ -121,7 +122,7 @@ def spec_backbone(spec: ModelSpec, model: torch.nn.Module, weights_id: str, labe
     return Backbone(name=spec.name, model=model, embed_dim=spec.embed_dim, data_config=data_config,
                     weights_id=weights_id, label=label, pooling=spec.pooling,
                     num_prefix_tokens=int(getattr(model, "num_prefix_tokens", spec.num_prefix_tokens)),
-                    patch_size_px=spec.patch_size_px)
+                    patch_size_px=spec.patch_size_px, precision=spec.precision)
 
 
 def load_weights(model: torch.nn.Module, weights: str | Path, key_mapping: str = "auto") -> str:

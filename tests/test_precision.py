@@ -1,0 +1,107 @@
+"""The precision policy: what `--precision auto` picks on each kind of device (capabilities injected, so
+every branch runs on a CPU-only machine), how explicit choices and registry pins win, and where the
+precision used is recorded."""
+
+import warnings
+
+import pytest
+import torch
+
+from conftest import leaderboard_rows, run_cli
+from evalsuite.errors import EvalsuiteError
+from evalsuite.precision import Capabilities, autocast_context, cpu_has_native_bf16, resolve_precision
+
+CPU, CUDA = torch.device("cpu"), torch.device("cuda", 0)
+NO_BF16 = Capabilities(cuda_bf16=False, cpu_bf16=False)
+
+
+@pytest.mark.parametrize("device, capabilities, expected", [
+    (CUDA, Capabilities(cuda_bf16=True, cpu_bf16=False), "bf16"),  # A100, H100
+    (CUDA, NO_BF16, "fp16"),  # V100, T4
+    (CPU, Capabilities(cuda_bf16=False, cpu_bf16=True), "bf16"),  # AVX512-BF16 / AMX
+    (CPU, NO_BF16, "fp32"),  # AVX2-only: bf16 would be emulated
+    (torch.device("mps"), NO_BF16, "fp32"),
+], ids=["cuda-bf16", "cuda-old", "cpu-native-bf16", "cpu-avx2", "other"])
+def test_auto_follows_the_hardware(device, capabilities, expected):
+    assert resolve_precision("auto", device, capabilities=capabilities) == expected
+
+
+@pytest.mark.parametrize("device", [CPU, CUDA])
+def test_a_registry_pin_wins_over_auto_but_not_over_an_explicit_choice(device):
+    fast = Capabilities(cuda_bf16=True, cpu_bf16=True)
+    assert resolve_precision("auto", device, pinned="fp32", capabilities=fast) == "fp32"
+    assert resolve_precision("bf16", device, pinned="fp32", capabilities=NO_BF16) == "bf16"
+
+
+def test_auto_reads_this_cpu_through_onednn(monkeypatch):
+    monkeypatch.setattr(torch.ops.mkldnn, "_is_mkldnn_bf16_supported", lambda: False, raising=False)
+    assert not cpu_has_native_bf16()
+    assert resolve_precision("auto", CPU) == "fp32"
+    monkeypatch.setattr(torch.ops.mkldnn, "_is_mkldnn_bf16_supported", lambda: True, raising=False)
+    assert resolve_precision("auto", CPU) == "bf16"
+
+
+def test_cuda_capability_is_read_without_emulation(monkeypatch):
+    asked = {}
+    monkeypatch.setattr(torch.cuda, "is_bf16_supported", lambda including_emulation=True: asked.setdefault("emu", including_emulation) or False)
+    assert resolve_precision("auto", CUDA) == "fp16"
+    assert asked["emu"] is False
+
+
+def test_unknown_precision_is_a_clear_error():
+    with pytest.raises(EvalsuiteError, match="unknown precision 'tf32'"):
+        resolve_precision("tf32", CPU)
+
+
+@pytest.mark.parametrize("precision, dtype", [("bf16", torch.bfloat16), ("fp16", torch.float16), ("fp32", torch.float32)])
+def test_autocast_computes_in_the_precision_on_cpu(precision, dtype):
+    layer = torch.nn.Linear(4, 4)
+    with torch.inference_mode(), autocast_context(CPU, precision):
+        assert layer(torch.randn(2, 4)).dtype == dtype
+
+
+def test_autocast_on_cuda_names_the_dtype():
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # torch warns that CUDA autocast is disabled without a GPU
+        context = autocast_context(CUDA, "fp16")
+    assert context.device == "cuda" and context.fast_dtype == torch.float16
+
+
+def test_efficientnet_lite0_imagenet_is_pinned_to_fp32():
+    from evalsuite.model_registry import MODELS
+
+    assert MODELS["efficientnet_lite0_imagenet"].precision == "fp32"
+    assert all(spec.precision in (None, "bf16", "fp16", "fp32") for spec in MODELS.values())
+
+
+def test_no_autocast_contradicting_precision_is_one_line_error(tmp_path):
+    from conftest import assert_one_line_error
+
+    result = run_cli("run", "--task", "demo", "--out", tmp_path / "out", "--no-autocast", "--precision", "bf16",
+                     timeout=120)
+    assert_one_line_error(result, "--no-autocast means --precision fp32")
+
+
+@pytest.mark.slow
+def test_precision_used_is_in_the_output_json_row_and_cache_key(tmp_path):
+    """vit_tiny random-init (unpinned) on the demo: auto resolves to this CPU's precision; an explicit
+    other precision is a different cache (its own extraction), and each is recorded."""
+    import json
+
+    out = tmp_path / "out"
+    common = ["--task", "demo", "--model", "vit_tiny_patch16_224", "--random-init", "--out", out, "--probes", "knn",
+              "--num-workers", "0"]
+    auto = resolve_precision("auto", CPU)
+    first = run_cli("run", *common, timeout=600)
+    assert first.returncode == 0, first.stderr
+    assert f"precision {auto}" in first.stdout
+    other = "bf16" if auto == "fp32" else "fp32"
+    second = run_cli("run", *common, "--precision", other, timeout=600)
+    assert second.returncode == 0, second.stderr
+    runs = sorted((out / "runs").glob("*.json"), key=lambda p: json.loads(p.read_text())["timestamp_utc"])
+    records = [json.loads(p.read_text()) for p in runs]
+    assert [r["precision"] for r in records] == [auto, other]
+    assert all(sum(r["samples_extracted"].values()) == 551 for r in records)  # no cache shared across precisions
+    assert {row["precision"] for row in leaderboard_rows(out)} == {auto, other}
+    manifests = [json.loads(p.read_text()) for p in (out / "cache").glob("*/manifest.json")]
+    assert sorted(m["fields"]["precision"] for m in manifests) == sorted([auto] * 3 + [other] * 3)
