@@ -287,7 +287,7 @@ def run(args) -> None:
 
 
 def parse_args(argv=None):
-    from evalsuite.commands._common import default_num_workers
+    from evalsuite.cpus import default_num_workers
 
     parser = argparse.ArgumentParser(
         description="Wall time of extraction through the full evalsuite pipeline (extract_to_cache into a real "

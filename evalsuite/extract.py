@@ -102,7 +102,8 @@ def extract_to_cache(backbone, dataset, writer, device: torch.device, batch_size
         if finish:
             writer.finish()
         return 0
-    backbone.model.to(device)
+    memory_format = _memory_format(backbone.model)
+    backbone.model.to(device=device, memory_format=memory_format)
     loader = torch.utils.data.DataLoader(dataset, batch_sampler=chunk_aligned_batches(pending, batch_size),
                                          worker_init_fn=_workers_ignore_stop_signals,
                                          **loader_kwargs(device, num_workers))
@@ -117,7 +118,7 @@ def extract_to_cache(backbone, dataset, writer, device: torch.device, batch_size
             while filled < stop_row - start:
                 images, _ = next(batches)
                 with autocast_context(device, precision):
-                    output = features_of(images.to(device, non_blocking=True))
+                    output = features_of(images.to(device, non_blocking=True).contiguous(memory_format=memory_format))
                 rows = _checked_rows(output.float(), writer.row_shape, start + filled, description)
                 buffer[filled : filled + len(rows)] = rows.to(torch.float16).cpu().numpy()
                 filled += len(rows)
@@ -130,6 +131,14 @@ def extract_to_cache(backbone, dataset, writer, device: torch.device, batch_size
     if finish:
         writer.finish()
     return forwarded
+
+
+def _memory_format(model) -> torch.memory_format:
+    # Convolutions run on channels-last (NHWC) tensors without layout conversions in oneDNN and cuDNN:
+    # EfficientNet-Lite0 extracts ~1.8x faster on 2 CPU cores (benchmarks/demo_wall_time.py). A ViT's only
+    # convolution is its patch embedding, which gains nothing.
+    is_vit = hasattr(model, "patch_embed")
+    return torch.contiguous_format if is_vit else torch.channels_last
 
 
 def _progress_interval_s() -> float:

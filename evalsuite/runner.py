@@ -13,10 +13,12 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 import numpy as np
+import torch
 
 from evalsuite.backbones import build_backbone
 from evalsuite.bootstrap import bootstrap_intervals
 from evalsuite.cards import load_card
+from evalsuite.cpus import use_threads
 from evalsuite import distributed
 from evalsuite.errors import EvalsuiteError
 from evalsuite.features import prepare_features, used_precision
@@ -43,6 +45,7 @@ class RunConfig:
     batch_size: int = 64
     num_workers: int = 2
     precision: str = "auto"  # auto | bf16 | fp16 | fp32 (evalsuite.precision)
+    threads: int = 0  # torch intra-op threads; 0: every usable CPU (evalsuite.cpus)
     data_root: str | None = None
     check_counts: bool = True
     cache: str = "auto"  # ram | memmap | auto (the budget planner decides)
@@ -61,6 +64,7 @@ def run(config: RunConfig) -> dict | None:
 
 def _run(config: RunConfig, dist, device) -> dict | None:
     started = time.perf_counter()
+    use_threads(config.threads)
     card = load_card(config.task)
     if card.kind not in METRICS_OF_KIND:
         raise EvalsuiteError(f"task '{card.name}' is a {card.kind} task; this version has no {card.kind} metrics")
@@ -146,6 +150,7 @@ def _record(config, card, backbone, recipes, probe_results, extracted, timings, 
                   "embed_dim": backbone.embed_dim, "data_config": describe_transform(backbone.data_config)},
         "device": str(device),
         "precision": used_precision(config, backbone, device),  # what the forward passes computed in
+        "threads": torch.get_num_threads(),
         "seeds": config.seeds,
         "samples_extracted": extracted,
         "probes": probe_results,

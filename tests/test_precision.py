@@ -105,3 +105,27 @@ def test_precision_used_is_in_the_output_json_row_and_cache_key(tmp_path):
     assert {row["precision"] for row in leaderboard_rows(out)} == {auto, other}
     manifests = [json.loads(p.read_text()) for p in (out / "cache").glob("*/manifest.json")]
     assert sorted(m["fields"]["precision"] for m in manifests) == sorted([auto] * 3 + [other] * 3)
+
+
+def test_threads_default_to_this_process_share_of_its_cpus(monkeypatch):
+    import os
+
+    from evalsuite import cpus
+
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0, 1, 2, 3, 4, 5, 6, 7})
+    monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
+    monkeypatch.delenv("LOCAL_WORLD_SIZE", raising=False)
+    assert cpus.usable_cpus() == 8 and cpus.intra_op_threads() == 8
+    assert cpus.default_num_workers() == 4
+    monkeypatch.setenv("LOCAL_WORLD_SIZE", "2")  # torchrun, two ranks on this node
+    assert cpus.intra_op_threads() == 4
+    monkeypatch.setenv("OMP_NUM_THREADS", "3")
+    assert cpus.intra_op_threads() == 3
+    assert cpus.intra_op_threads(requested=5) == 5
+
+
+def test_negative_threads_is_one_line_error(tmp_path):
+    from conftest import assert_one_line_error
+
+    result = run_cli("run", "--task", "demo", "--out", tmp_path / "out", "--threads", "-1", timeout=120)
+    assert_one_line_error(result, "--threads >= 0")

@@ -1,17 +1,13 @@
 """Arguments and defaults shared by the commands that build a task + backbone (run, budget)."""
 
-import os
 from pathlib import Path
 
+from evalsuite.cpus import default_num_workers
 from evalsuite.precision import PRECISIONS
 from evalsuite.errors import EvalsuiteError
 
 DEFAULT_OUT = "evalsuite_out"
 DEFAULT_MODEL = "efficientnet_lite0_imagenet"
-
-
-def default_num_workers() -> int:
-    return max(1, min(4, (os.cpu_count() or 2) - 1))
 
 
 def add_task_model_args(parser) -> None:
@@ -41,6 +37,9 @@ def add_task_model_args(parser) -> None:
                              "native bf16, fp16 on GPUs without it, float32 elsewhere or where the model pins it); "
                              "features are cached as float16 whatever this is")
     parser.add_argument("--no-autocast", action="store_true", help="same as --precision fp32")
+    parser.add_argument("--threads", type=int, default=0,
+                        help="torch intra-op threads for the forward pass and the probes (default 0: every CPU "
+                             "this process may use, e.g. the Slurm allocation's)")
 
 
 def _precision(args) -> str:
@@ -53,11 +52,11 @@ def run_config(args, **extra):
     """A RunConfig from parsed task/model arguments (plus command-specific fields)."""
     from evalsuite.runner import RunConfig
 
-    if args.batch_size < 1 or args.num_workers < 0 or (args.chunk_rows is not None and args.chunk_rows < 1):
-        raise EvalsuiteError("--batch-size and --chunk-rows must be >= 1 and --num-workers >= 0")
+    if args.batch_size < 1 or args.num_workers < 0 or args.threads < 0 or (args.chunk_rows is not None and args.chunk_rows < 1):
+        raise EvalsuiteError("--batch-size and --chunk-rows must be >= 1, --num-workers and --threads >= 0")
     return RunConfig(
         task=args.task, model=args.model, weights=args.weights, random_init=args.random_init,
         out_dir=Path(args.out), device=args.device, batch_size=args.batch_size, num_workers=args.num_workers,
-        precision=_precision(args), data_root=args.data_root, check_counts=not args.no_count_check,
+        precision=_precision(args), threads=args.threads, data_root=args.data_root, check_counts=not args.no_count_check,
         cache=args.cache, mem=args.mem, chunk_rows=args.chunk_rows, **extra,
     )

@@ -1,0 +1,46 @@
+"""How a run shares the CPUs it may use between torch's intra-op threads and DataLoader workers.
+
+The CPUs are those of the process's affinity mask (Slurm's and taskset's cpuset), not the
+machine's: on a shared node `os.cpu_count()` counts every core of the node, and torch's
+default would start that many threads on a 16-CPU allocation.
+
+Extraction: each DataLoader worker decodes with one thread (torch sets that in workers); the
+main process runs the forward with `--threads` intra-op threads, by default its share of the usable CPUs,
+because decoding is light next to the forward and a worker mostly waits
+(benchmarks/demo_wall_time.py measures the choices). Probes run on the same threads.
+"""
+
+import os
+
+
+def usable_cpus() -> int:
+    try:
+        return len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):  # not Linux
+        return os.cpu_count() or 1
+
+
+def default_num_workers() -> int:
+    """min(4, CPUs - 1): decoding must not steal the cores the forward runs on."""
+    return max(1, min(4, usable_cpus() - 1))
+
+
+def intra_op_threads(requested: int = 0) -> int:
+    """`--threads`; 0: OMP_NUM_THREADS when set (the user's or the launcher's choice), else this process's
+    share of the usable CPUs (torchrun starts LOCAL_WORLD_SIZE processes that share them)."""
+    if requested > 0:
+        return requested
+    if os.environ.get("OMP_NUM_THREADS", "").isdigit() and int(os.environ["OMP_NUM_THREADS"]) > 0:
+        return int(os.environ["OMP_NUM_THREADS"])
+    ranks_here = int(os.environ.get("LOCAL_WORLD_SIZE", "1") or 1)
+    return max(1, usable_cpus() // max(1, ranks_here))
+
+
+def use_threads(requested: int = 0) -> int:
+    """Set torch's intra-op threads for this process; returns the number set."""
+    import torch
+
+    threads = intra_op_threads(requested)
+    if torch.get_num_threads() != threads:
+        torch.set_num_threads(threads)
+    return threads
