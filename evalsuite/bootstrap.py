@@ -1,6 +1,12 @@
-"""Bootstrap confidence intervals for test metrics: resample test items with replacement.
+"""Bootstrap confidence intervals for test metrics: resample test clusters with replacement.
 
 1000 draws, seeded, percentile interval (2.5 %, 97.5 %), as THUNDER and Patho-Bench report.
+A cluster is what the reader knows to be one independent unit (a patient, a slide); a draw
+takes as many clusters as there are, with replacement, and every item of each (a cluster
+bootstrap). Items of one patient are correlated, so resampling them one by one would give an
+interval that is too narrow. A reader that knows no clusters gives none, and each item is
+its own cluster (the tile-level bootstrap). With fewer than two clusters there is no spread
+to resample: the interval is (nan, nan).
 Each draw is a vector of item weights (how often each test item was drawn), so the metrics
 come from weighted confusion matrices and weighted rank sums instead of re-running
 scikit-learn a thousand times; `weighted_metrics` with all weights 1 equals metrics.py.
@@ -44,7 +50,7 @@ def _confusion_metrics(confusion: np.ndarray) -> dict:
     f1 = np.divide(2 * true_positive, f1_denominator, out=np.zeros_like(true_positive), where=f1_denominator > 0)
     return {
         "balanced_accuracy": float(recall[present].mean()) if present.any() else np.nan,
-        "f1_macro": float(f1.mean()),
+        "f1_macro": float(f1[f1_denominator > 0].mean()),  # classes in truth or prediction, as metrics.py
         "accuracy": float(true_positive.sum() / confusion.sum()),
     }
 
@@ -58,17 +64,35 @@ def weighted_metrics(y_true, predicted, ranks, weights, classes: int) -> dict:
     return metrics
 
 
+def cluster_index(groups, items: int) -> tuple[np.ndarray, int]:
+    """(cluster number of each item, number of clusters); `groups=None`: each item its own cluster."""
+    if groups is None:
+        return np.arange(items), items
+    if len(groups) != items:
+        raise ValueError(f"{len(groups)} cluster ids for {items} test items")
+    _, of_item = np.unique(np.asarray(groups), return_inverse=True)
+    return of_item.reshape(-1), int(of_item.max()) + 1 if items else 0
+
+
 def bootstrap_intervals(y_true: np.ndarray, proba: np.ndarray, draws: int = BOOTSTRAP_DRAWS, seed: int = 0,
-                        confidence: float = CONFIDENCE) -> dict:
-    """{metric: (low, high)} of the percentile bootstrap interval over resampled test items."""
+                        confidence: float = CONFIDENCE, groups=None) -> dict:
+    """{metric: (low, high)} of the percentile bootstrap interval over resampled test clusters.
+
+    `groups`: one cluster id per test item (e.g. its patient), or None for one cluster per item."""
     y_true = np.asarray(y_true, dtype=np.int64)
     items, classes = proba.shape
     predicted = proba.argmax(axis=1)
     ranks = [_ClassRanks(y_true, proba[:, c], c) for c in range(classes)]
+    cluster_of_item, clusters = cluster_index(groups, items)
+    if clusters < 2:
+        names = weighted_metrics(y_true, predicted, ranks, np.ones(items), classes)
+        return {name: (np.nan, np.nan) for name in names}
     rng = np.random.default_rng(seed)
     values = []
     for _ in range(draws):
-        weights = np.bincount(rng.integers(0, items, size=items), minlength=items).astype(np.float64)
+        # With one cluster per item this is the item bootstrap, draw for draw.
+        drawn = np.bincount(rng.integers(0, clusters, size=clusters), minlength=clusters)
+        weights = drawn[cluster_of_item].astype(np.float64)
         values.append(weighted_metrics(y_true, predicted, ranks, weights, classes))
     tail = (1 - confidence) / 2 * 100
     return {name: (float(np.nanpercentile([v[name] for v in values], tail)),

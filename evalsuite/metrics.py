@@ -14,8 +14,10 @@ def _balanced_accuracy(y_true, proba):
 
 
 def _f1_macro(y_true, proba):
-    labels = np.arange(proba.shape[1])
-    return f1_score(y_true, proba.argmax(axis=1), labels=labels, average="macro", zero_division=0)
+    # scikit-learn's default labels: the classes in truth or prediction. A class absent from both
+    # has no defined F1 and is left out, rather than counted as 0 (which would score a split
+    # lacking a class below a perfect prediction).
+    return f1_score(y_true, proba.argmax(axis=1), average="macro", zero_division=0)
 
 
 def _accuracy(y_true, proba):

@@ -1,0 +1,46 @@
+"""Protocol fidelity of the probes and metrics (issue 14): what they compute is what the README says."""
+
+import warnings
+
+import numpy as np
+import pytest
+from sklearn.metrics import f1_score
+
+from evalsuite.bootstrap import _ClassRanks, weighted_metrics
+from evalsuite.metrics import compute_metrics
+
+
+def _proba_predicting(predicted: np.ndarray, classes: int) -> np.ndarray:
+    proba = np.full((len(predicted), classes), 0.1 / classes)
+    proba[np.arange(len(predicted)), predicted] += 0.9
+    return proba
+
+
+@pytest.mark.parametrize("truth, predicted", [
+    ([0, 0, 1, 1, 2, 2], [0, 1, 1, 1, 2, 0]),  # every class present
+    ([0, 0, 1, 1, 1, 0], [0, 1, 1, 1, 0, 0]),  # class 2 in neither truth nor prediction
+    ([0, 0, 1, 1, 1, 0], [0, 2, 1, 1, 0, 0]),  # class 2 predicted only: counts, with F1 0
+    ([0, 0, 2, 2, 0, 0], [0, 0, 2, 0, 0, 0]),  # class 1 absent from both, in the middle
+])
+def test_f1_macro_averages_over_the_classes_in_truth_or_prediction_as_scikit_learn(truth, predicted):
+    truth, predicted = np.array(truth), np.array(predicted)
+    proba = _proba_predicting(predicted, classes=3)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        expected = f1_score(truth, predicted, average="macro")  # labels = union of those present
+        ours = compute_metrics(truth, proba)["f1_macro"]
+    ranks = [_ClassRanks(truth, proba[:, c], c) for c in range(3)]
+    bootstrap_f1 = weighted_metrics(truth, predicted, ranks, np.ones(len(truth)), 3)["f1_macro"]
+    assert ours == pytest.approx(expected, abs=1e-12)
+    assert bootstrap_f1 == pytest.approx(expected, abs=1e-12)
+
+
+def test_bootstrap_f1_of_a_draw_skips_a_class_the_draw_left_out():
+    truth, predicted = np.array([0, 0, 1, 1, 2, 2]), np.array([0, 0, 1, 0, 2, 2])
+    proba = _proba_predicting(predicted, classes=3)
+    ranks = [_ClassRanks(truth, proba[:, c], c) for c in range(3)]
+    weights = np.array([2.0, 1.0, 0.0, 0.0, 1.0, 2.0])  # a draw without the two class-1 items
+    drawn = np.repeat(np.arange(6), weights.astype(int))
+    expected = f1_score(truth[drawn], predicted[drawn], average="macro")
+    assert expected == 1.0  # classes 0 and 2 only, both perfect
+    assert weighted_metrics(truth, predicted, ranks, weights, 3)["f1_macro"] == pytest.approx(expected)
