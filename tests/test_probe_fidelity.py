@@ -44,3 +44,32 @@ def test_bootstrap_f1_of_a_draw_skips_a_class_the_draw_left_out():
     expected = f1_score(truth[drawn], predicted[drawn], average="macro")
     assert expected == 1.0  # classes 0 and 2 only, both perfect
     assert weighted_metrics(truth, predicted, ranks, weights, 3)["f1_macro"] == pytest.approx(expected)
+
+
+def test_seg_best_epoch_is_not_stuck_on_a_nan_first_validation_score(monkeypatch):
+    """NaN > x is False: a NaN first score must not stay "best" while later epochs score."""
+    import evalsuite.probes._seg_train as seg_train
+    from evalsuite.probes import PROBES
+
+    real = seg_train.metrics_from_confusion
+    calls = []
+
+    def nan_first(confusion):
+        metrics = dict(real(confusion))
+        calls.append(1)
+        if len(calls) == 1:
+            metrics["dice_fg_mean"] = float("nan")  # e.g. a first head predicting background only
+        return metrics
+
+    monkeypatch.setattr(seg_train, "metrics_from_confusion", nan_first)
+    rng = np.random.default_rng(0)
+    centres = rng.normal(0, 3, size=(3, 8))
+    token_class = rng.integers(0, 3, (24, 4, 4))
+    features = (centres[token_class] + rng.normal(0, 0.7, (24, 4, 4, 8))).astype(np.float16)
+    masks = token_class.repeat(2, axis=1).repeat(2, axis=2).astype(np.uint8)
+    probe = PROBES["seg_linear"](num_classes=3, seed=0, epochs=4, batch_size=8, lr=0.01)
+    probe.fit(features[:16], masks[:16], features[16:], masks[16:])
+    history = probe.val_history_
+    assert np.isnan(history[0]) and np.isfinite(history[1:]).all()
+    assert probe.selected_params_["epoch"] == 2 + int(np.argmax(history[1:]))
+    assert probe.selected_params_["val_dice_fg_mean"] == pytest.approx(max(history[1:]), abs=1e-6)

@@ -10,7 +10,8 @@ scored, so nothing of size [N, C, H, W] is ever built for a split.
 Loss: cross-entropy + `dice_weight` x soft Dice (mean over classes of 1 - Dice of the softmax,
 ignored pixels excluded). Optimiser: AdamW (`weight_decay` 0 is plain Adam), constant lr.
 After every epoch the val split is scored with the card's selection metric and the best
-epoch's weights are kept (the first best on ties).
+epoch's weights are kept (the first best on ties; an epoch with an undefined, NaN score is never
+preferred to one with a score).
 """
 
 import copy
@@ -120,7 +121,9 @@ class SegmentationProbe:
                 optimizer.step()
             score = metrics_from_confusion(self._confusion(head, val_features, val_labels))[selection_metric]
             history.append(round(float(score), 6))
-            if best_state is None or (np.isfinite(score) and score > best_score):
+            # A NaN best (an undefined first score) must not block every later epoch: NaN > x is False.
+            improved = np.isfinite(score) and (not np.isfinite(best_score) or score > best_score)
+            if best_state is None or improved:
                 best_score, best_epoch, best_state = score, epoch, copy.deepcopy(head.state_dict())
         head.load_state_dict(best_state)
         self.head_ = head.eval()
