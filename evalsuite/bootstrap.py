@@ -16,6 +16,8 @@ classes with positives and negatives).
 
 import numpy as np
 
+from evalsuite.errors import EvalsuiteError
+
 BOOTSTRAP_DRAWS = 1000
 CONFIDENCE = 0.95
 
@@ -62,6 +64,20 @@ def weighted_metrics(y_true, predicted, ranks, weights, classes: int) -> dict:
     aurocs = [r.auroc(weights) for r in ranks]
     metrics["auroc_macro_ovr"] = float(np.nanmean(aurocs)) if not np.all(np.isnan(aurocs)) else np.nan
     return metrics
+
+
+def interval_clusters(reader, split: str, items: int) -> tuple[str, list | None]:
+    """(unit name, cluster id of each of the split's `items` or None) that `reader` offers the bootstrap.
+
+    Readers name the unit in `interval_unit` and give ids through `groups(split)`, in the
+    dataset order the feature cache keeps; a reader with neither resamples tiles."""
+    unit = getattr(reader, "interval_unit", "tile")
+    groups = reader.groups(split) if hasattr(reader, "groups") else None
+    if groups is not None and len(groups) != items:
+        raise EvalsuiteError(f"the cached {split} split has {items} samples but the reader lists {len(groups)}; the "
+                             "data under --data-root changed since the features were cached: remove the task's cache "
+                             "(`evalsuite cache ls`, then `evalsuite cache rm KEY`) and rerun")
+    return unit, groups
 
 
 def cluster_index(groups, items: int) -> tuple[np.ndarray, int]:

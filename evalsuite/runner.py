@@ -16,7 +16,7 @@ import numpy as np
 import torch
 
 from evalsuite.backbones import build_backbone
-from evalsuite.bootstrap import bootstrap_intervals
+from evalsuite.bootstrap import bootstrap_intervals, interval_clusters
 from evalsuite.cards import load_card
 from evalsuite.cpus import use_threads
 from evalsuite import distributed
@@ -79,7 +79,8 @@ def _run(config: RunConfig, dist, device) -> dict | None:
         return None
     timings["features_s"] = time.perf_counter() - started - timings["setup_s"]
 
-    probe_results = [_run_probe(recipe, card, split_data, device, seed) for seed in config.seeds
+    test_clusters = interval_clusters(reader, "test", len(split_data["test"][1]))
+    probe_results = [_run_probe(recipe, card, split_data, device, seed, test_clusters) for seed in config.seeds
                      for recipe in recipes]
     timings["probes_s"] = time.perf_counter() - started - timings["setup_s"] - timings["features_s"]
     extracted = {split: sum(per_rank) for split, per_rank in extracted_per_rank.items()}
@@ -91,13 +92,14 @@ def _run(config: RunConfig, dist, device) -> dict | None:
     return record
 
 
-def _classification_metrics(_card, probe, features, labels, with_intervals: bool = False) -> dict:
-    """{metric: value}; with intervals also {metric + "_ci": (low, high)} from the bootstrap."""
+def _classification_metrics(_card, probe, features, labels, with_intervals: bool = False, groups=None) -> dict:
+    """{metric: value}; with intervals also {metric + "_ci": (low, high)} from the bootstrap over the clusters
+    `groups` (one id per item; None: over items)."""
     proba = probe.predict_proba(features)
     metrics = compute_metrics(labels, proba)
     if with_intervals:
         metrics.update({f"{name}_ci": interval for name, interval in
-                        bootstrap_intervals(np.asarray(labels), proba, seed=probe.seed).items()})
+                        bootstrap_intervals(np.asarray(labels), proba, seed=probe.seed, groups=groups).items()})
     return metrics
 
 
@@ -115,7 +117,8 @@ def _recipe_fields(recipe) -> dict:
             "recipe_sha256": recipe.sha256}
 
 
-def _run_probe(recipe, card, split_data, device, seed: int) -> dict:
+def _run_probe(recipe, card, split_data, device, seed: int, test_clusters=("tile", None)) -> dict:
+    """One probe fitted and scored; `test_clusters` = (unit, cluster id per test item or None) for the bootstrap."""
     started = time.perf_counter()
     probe = PROBES[recipe.probe](num_classes=card.num_classes, device=device, seed=seed, **recipe.params)
     if getattr(probe, "scores_whole_splits", False):
@@ -128,13 +131,14 @@ def _run_probe(recipe, card, split_data, device, seed: int) -> dict:
     score = METRICS_OF_KIND[card.kind]
     metrics = {split: score(card, probe, features, labels) for split, (features, labels) in split_data.items()
                if not (split == "test" and card.kind in INTERVALS_OF_KIND)}
-    intervals = {}
+    intervals, unit = {}, {}
     if card.kind in INTERVALS_OF_KIND:
-        scored = score(card, probe, *split_data["test"], with_intervals=True)
+        scored = score(card, probe, *split_data["test"], with_intervals=True, groups=test_clusters[1])
         intervals = {"test": {k[:-3]: list(v) for k, v in scored.items() if k.endswith("_ci")}}
+        unit = {"intervals_95_unit": test_clusters[0]}  # what the bootstrap resampled: patient, slide, image, tile
         metrics["test"] = {k: v for k, v in scored.items() if not k.endswith("_ci")}
     return {**_recipe_fields(recipe), "seed": seed, "selected_params": probe.selected_params_,
-            "metrics": metrics, "intervals_95": intervals, "fit_s": time.perf_counter() - started}
+            "metrics": metrics, "intervals_95": intervals, **unit, "fit_s": time.perf_counter() - started}
 
 
 def _record(config, card, backbone, recipes, probe_results, extracted, timings, device) -> dict:

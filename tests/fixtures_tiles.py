@@ -23,9 +23,11 @@ BRACS_CLASSES = ["0_N", "1_PB", "2_UDH", "3_FEA", "4_ADH", "5_DCIS", "6_IC"]
 BREAKHIS_SUBTYPES = {"A": "adenosis", "F": "fibroadenoma", "PT": "phyllodes_tumor", "TA": "tubular_adenoma",
                      "DC": "ductal_carcinoma", "LC": "lobular_carcinoma", "MC": "mucinous_carcinoma",
                      "PC": "papillary_carcinoma"}
-# (class, subtype, year, patient): 21978AB and 2980 are test patients; the others are carved into train/val.
+# (class, subtype, year, patient): 2773 and 21998CD are eva's test patients, 10926 and 13200 THUNDER's val
+# patients, the others train; 22549AB (adenosis) is outside the four subtypes of the shipped card.
 BREAKHIS_PATIENTS = [("B", "A", "14", "22549AB"), ("B", "F", "14", "9133"), ("B", "TA", "14", "21978AB"),
-                     ("M", "DC", "14", "10926"), ("M", "MC", "13", "2773"), ("M", "DC", "14", "2980")]
+                     ("M", "DC", "14", "10926"), ("B", "TA", "14", "13200"), ("M", "MC", "13", "2773"),
+                     ("B", "F", "14", "21998CD"), ("M", "DC", "14", "2980")]
 
 
 def write_image(path: Path, size=(32, 32), seed: int = 0) -> Path:

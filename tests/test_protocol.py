@@ -1,4 +1,4 @@
-"""Probe protocol: repeated seeds, bootstrap confidence intervals on test."""
+"""Probe protocol: repeated seeds, bootstrap confidence intervals on test (over tiles or reader clusters)."""
 
 import json
 import warnings
@@ -37,6 +37,95 @@ def test_intervals_are_seeded_and_bracket_the_point_estimate():
         assert low <= point[name] <= high and high - low < 0.3
 
 
+def _patients_of_items(rng, patients: int, items: int) -> np.ndarray:
+    return np.array([f"P{n}" for n in rng.integers(0, patients, size=items)])
+
+
+def _brute_force_cluster_intervals(y_true, predicted, groups, draws, seed) -> dict:
+    """Accuracy and balanced accuracy intervals by concatenating the drawn patients' items, draw by draw."""
+    rng = np.random.default_rng(seed)
+    ids = np.unique(groups)  # clusters are numbered in sorted id order
+    values = {"accuracy": [], "balanced_accuracy": []}
+    for _ in range(draws):
+        drawn = ids[rng.integers(0, len(ids), size=len(ids))]
+        items = np.concatenate([np.flatnonzero(groups == patient) for patient in drawn])
+        truth, guess = y_true[items], predicted[items]
+        values["accuracy"].append(np.mean(truth == guess))
+        values["balanced_accuracy"].append(np.mean([np.mean(guess[truth == c] == c) for c in np.unique(truth)]))
+    return {name: (np.percentile(v, 2.5), np.percentile(v, 97.5)) for name, v in values.items()}
+
+
+def test_cluster_bootstrap_equals_a_brute_force_resampling_of_patients():
+    rng = np.random.default_rng(3)
+    y_true = rng.integers(0, 3, size=60)
+    proba = rng.dirichlet([1, 1, 1], size=60)
+    groups = _patients_of_items(rng, patients=7, items=60)
+    ours = bootstrap_intervals(y_true, proba, draws=200, seed=9, groups=groups)
+    expected = _brute_force_cluster_intervals(y_true, proba.argmax(axis=1), groups, draws=200, seed=9)
+    for name, interval in expected.items():
+        assert ours[name] == pytest.approx(interval, abs=1e-12)
+    # The item bootstrap is the cluster bootstrap with one cluster per item, draw for draw.
+    assert bootstrap_intervals(y_true, proba, seed=2) == bootstrap_intervals(y_true, proba, seed=2,
+                                                                             groups=np.arange(60))
+    assert ours != bootstrap_intervals(y_true, proba, draws=200, seed=9)
+
+
+def test_correlated_items_of_a_patient_widen_the_interval():
+    # Each patient is all right or all wrong: 20 tiles of one patient carry one patient's worth of evidence.
+    rng = np.random.default_rng(5)
+    groups = np.repeat([f"P{n}" for n in range(10)], 20)
+    y_true = rng.integers(0, 2, size=200)
+    right = np.repeat(rng.random(10) < 0.7, 20)
+    proba = np.eye(2)[np.where(right, y_true, 1 - y_true)]
+    (tile_low, tile_high) = bootstrap_intervals(y_true, proba, seed=0)["accuracy"]
+    (patient_low, patient_high) = bootstrap_intervals(y_true, proba, seed=0, groups=groups)["accuracy"]
+    assert patient_high - patient_low > 2 * (tile_high - tile_low)
+
+
+def test_one_cluster_has_no_interval_and_misaligned_ids_are_refused():
+    y_true, proba = np.array([0, 1, 1, 0]), np.eye(2)[[0, 1, 0, 0]]
+    single = bootstrap_intervals(y_true, proba, groups=["P1"] * 4)
+    assert set(single) == {"balanced_accuracy", "f1_macro", "accuracy", "auroc_macro_ovr"}
+    assert all(np.isnan(low) and np.isnan(high) for low, high in single.values())
+    with pytest.raises(ValueError, match="3 cluster ids for 4 test items"):
+        bootstrap_intervals(y_true, proba, groups=["P1", "P2", "P3"])
+
+
+def test_readers_name_their_resampling_unit(tmp_path):
+    from fixtures_tiles import make_bach, make_bracs, make_breakhis, make_crc
+    from evalsuite.bootstrap import interval_clusters
+    from evalsuite.cards import load_card
+    from evalsuite.errors import EvalsuiteError
+    from evalsuite.readers import build_reader
+
+    def clusters(task, root):
+        reader = build_reader(load_card(task), str(root), check_counts=False)
+        return reader, interval_clusters(reader, "test", len(reader.splits["test"][1]))
+
+    reader, (unit, groups) = clusters("breakhis", make_breakhis(tmp_path / "breakhis", size=(7, 5)))
+    assert unit == "patient" and groups == [p.name.split("-")[2] for p in reader.splits["test"][0]]
+    reader, (unit, groups) = clusters("bracs", make_bracs(tmp_path / "bracs", per_class=2))
+    assert unit == "slide" and groups == ["_".join(p.name.split("_")[:2]) for p in reader.splits["test"][0]]
+    assert len(set(groups)) == 7 and len(groups) == 14  # the two RoIs of a class share their slide
+    assert clusters("bach", make_bach(tmp_path / "bach"))[1] == ("image", None)  # a sample is a whole photo
+    assert clusters("crc", make_crc(tmp_path / "crc", 1, 1, size=(8, 8)))[1] == ("tile", None)
+    with pytest.raises(EvalsuiteError, match="cached test split has 5 samples but the reader lists 4; .*cache rm"):
+        interval_clusters(build_reader(load_card("breakhis"), str(tmp_path / "breakhis"), check_counts=False),
+                          "test", 5)
+
+
+def test_bracs_file_without_a_slide_id_is_named(tmp_path):
+    from fixtures_tiles import make_bracs, write_image
+    from evalsuite.cards import load_card
+    from evalsuite.errors import EvalsuiteError
+    from evalsuite.readers import build_reader
+
+    root = make_bracs(tmp_path)
+    stray = write_image(root / "BRACS_RoI" / "latest_version" / "test" / "0_N" / "roi_7.png", (8, 8))
+    with pytest.raises(EvalsuiteError, match=f"unexpected file name {stray}; expected BRACS_<slide>_<CLASS>_<k>"):
+        build_reader(load_card("bracs"), str(root), check_counts=False)
+
+
 TINY = ["--task", "demo", "--model", "test_vit", "--random-init", "--num-workers", "0"]
 
 
@@ -56,6 +145,7 @@ def test_seeds_give_one_row_set_each_with_intervals_and_a_summary_with_spread(tm
 
     again = run_cli("run", *TINY, "--out", tmp_path / "again", "--seed", "1")
     assert again.returncode == 0, again.stderr
+    assert {p["intervals_95_unit"] for p in _record(out)["probes"]} == {"tile"}  # the demo knows no patients
     first = {p["probe"]: p["metrics"] for p in _record(out)["probes"] if p["seed"] == 1}
     second = {p["probe"]: p["metrics"] for p in _record(tmp_path / "again")["probes"]}
     assert first == second  # same seed, same numbers

@@ -193,14 +193,24 @@ class FileListReader:
 
     A subclass fills `self.splits = {split: (paths, labels)}` in its constructor; the card's
     `preprocess` (`resize` | `center_crop`) and optional `crop_px` apply to every split.
+    A subclass that knows which samples share a patient or slide also fills
+    `self.split_groups = {split: [cluster id per sample]}` and names the unit in
+    `interval_unit`: the test bootstrap then resamples those clusters (evalsuite.bootstrap).
     """
 
     max_pixels = Image.MAX_IMAGE_PIXELS
+    interval_unit = "tile"  # what one sample is when no clusters are known
 
     def __init__(self, card, preprocess: str = "resize", crop_px: int | None = None):
         self.card = card
         self.preprocess = build_preprocess(card, preprocess, crop_px)
         self.splits: dict = {}
+        self.split_groups: dict = {}
+
+    def groups(self, split: str) -> list | None:
+        """The cluster id (patient, slide) of each sample of `split` in dataset order; None: every sample is
+        its own unit."""
+        return self.split_groups.get(split)
 
     def dataset(self, split: str, transform) -> ImageFileDataset:
         if split not in self.splits:
@@ -208,7 +218,11 @@ class FileListReader:
         paths, labels = self.splits[split]
         return ImageFileDataset(paths, labels, transform, self.preprocess, self.max_pixels)
 
-    def split_from_masks(self, paths: list, labels: np.ndarray, masks: dict) -> None:
-        """Fill `self.splits` from boolean masks over one list of samples."""
+    def split_from_masks(self, paths: list, labels: np.ndarray, masks: dict, groups=None) -> None:
+        """Fill `self.splits` (and `self.split_groups` when `groups` has one cluster id per sample) from boolean
+        masks over one list of samples."""
         paths = np.array(paths, dtype=object)
         self.splits = {split: (list(paths[mask]), labels[mask]) for split, mask in masks.items()}
+        if groups is not None:
+            groups = np.asarray(groups)
+            self.split_groups = {split: groups[mask].tolist() for split, mask in masks.items()}

@@ -10,6 +10,7 @@ folder and name), written here as image numbers per class:
 - train = the rest of eva's train split (219 images).
 The split follows the number in the file name, so a subset (--no-count-check) keeps every
 image in the split it has in the complete dataset.
+The test bootstrap resamples images (one sample each): BACH names no patients.
 """
 
 import re
@@ -42,6 +43,9 @@ def split_of(class_name: str, number: int) -> str:
 
 
 class BachReader(FileListReader):
+    # BACH distributes no patient ids: each sample is a whole photo, the smallest unit it names.
+    interval_unit = "image"
+
     def __init__(self, card, data_root: Path, check_counts: bool = True, preprocess: str = "center_crop",
                  crop_px: int | None = None):
         super().__init__(card, preprocess, crop_px)
