@@ -6,6 +6,8 @@ What is measured
 as a fresh process, twice per variant, each variant in its own empty ``--out`` folder: the first
 run extracts every tile (a cold cache), the second finds the cache and only trains and scores
 the probes. Wall time is the whole process, start-up and imports included: what a user waits.
+With ``--rounds N`` this is repeated N times, the variants interleaved within each round (so a
+change in machine load hits every variant alike), in fresh folders each round.
 
 Variants (``--variants``, comma-separated names):
 - ``default``: no precision or thread flag, what ``--precision auto`` picks on this machine;
@@ -18,11 +20,13 @@ convolutional backbones), and in bf16 autocast where asked.
 
 How to read it
 --------------
-- ``first / fp32`` and ``cached / fp32``: each variant's wall time over the ``fp32`` variant's. On a
-  CPU without native bf16 (``native bf16: no``) ``default`` must be float32 and its ratio ~1.0;
-  ``bf16`` shows what emulated bf16 costs there.
+- ``first / fp32`` and ``cached / fp32``: each variant's wall time over the ``fp32`` variant's of the
+  same round (median over rounds; seconds are medians too). On a CPU without native bf16
+  (``native bf16: no``) ``default`` must be float32 and its ratio ~1.0; ``bf16`` shows what
+  emulated bf16 costs there. ``range`` is the smallest and largest per-round ratio.
 - ``forward``: ms per tile; ``NCHW / channels-last`` above 1 is what channels-last saves.
-- Timings move with machine load: run it on an idle machine, and compare ratios, not seconds.
+- Timings move with machine load (the load average before and after is printed): run it on an
+  idle machine, and compare ratios, not seconds.
 
 Run: ``python benchmarks/demo_wall_time.py`` (about 2-4 minutes on 2 idle cores; ``--variants
 default,fp32,bf16`` adds several minutes on a CPU without native bf16).
@@ -30,6 +34,7 @@ default,fp32,bf16`` adds several minutes on a CPU without native bf16).
 
 import argparse
 import os
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -57,6 +62,38 @@ def time_run(args: list[str], out: Path) -> tuple[float, str]:
         raise SystemExit(f"demo_wall_time: run {' '.join(args)} failed ({result.returncode}): {result.stderr.strip()}")
     header = result.stdout.splitlines()[0].split()
     return seconds, header[header.index("precision") + 1]
+
+
+def time_rounds(common: list[str], variants: list[str], rounds: int) -> list[dict]:
+    """[{variant: (precision, first s, cached s)}] per round, variants interleaved, each in a fresh --out folder."""
+    results = []
+    with tempfile.TemporaryDirectory(prefix="demo_wall_time.") as tmp:
+        for number in range(rounds):
+            results.append({})
+            for name in variants:
+                out = Path(tmp) / f"round{number}" / name
+                first, precision = time_run(common + VARIANT_ARGS[name], out)
+                cached, _ = time_run(common + VARIANT_ARGS[name], out)
+                results[-1][name] = (precision, first, cached)
+                print(f"  round {number + 1}, {name}: first {first:.1f} s, cached {cached:.1f} s ({precision})",
+                      file=sys.stderr, flush=True)
+    return results
+
+
+def format_rows(rounds: list[dict], variants: list[str]) -> str:
+    """The table: median seconds, median per-round ratio to fp32 and its range, per variant."""
+    lines = [f"{'variant':<15}{'precision':<11}{'first s':>9}{'cached s':>10}{'first / fp32':>14}{'range':>13}"
+             f"{'cached / fp32':>15}{'range':>13}"]
+    for name in variants:
+        cells = ""
+        for column in (1, 2):  # 1: first run, 2: cached run
+            cells += f"{statistics.median(r[name][column] for r in rounds):>{9 if column == 1 else 10}.1f}"
+        for column in (1, 2):
+            ratios = [r[name][column] / r["fp32"][column] for r in rounds]
+            cells += (f"{statistics.median(ratios):>{14 if column == 1 else 15}.2f}"
+                      f"{f'{min(ratios):.2f}-{max(ratios):.2f}':>13}")
+        lines.append(f"{name:<15}{rounds[0][name][0]:<11}{cells}")
+    return "\n".join(lines)
 
 
 def time_forward(model_name: str, random_init: bool, tiles: int, with_bf16: bool) -> list[tuple[str, float]]:
@@ -87,16 +124,24 @@ def time_forward(model_name: str, random_init: bool, tiles: int, with_bf16: bool
 
 
 def machine_line() -> str:
-    import platform
-
     import torch
 
     from evalsuite.cpus import usable_cpus
     from evalsuite.precision import cpu_has_native_bf16
 
-    return (f"machine: {platform.processor() or platform.machine()}, {usable_cpus()} usable CPUs, capability "
+    return (f"machine: {_cpu_model()}, {usable_cpus()} usable CPUs, capability "
             f"{torch.backends.cpu.get_cpu_capability()}, native bf16: {'yes' if cpu_has_native_bf16() else 'no'}, "
             f"torch {torch.__version__}")
+
+
+def _cpu_model() -> str:
+    import platform
+
+    try:
+        with open("/proc/cpuinfo") as handle:
+            return next(line.split(":", 1)[1].strip() for line in handle if line.startswith("model name"))
+    except (OSError, StopIteration):
+        return platform.processor() or platform.machine()
 
 
 def main(argv=None) -> None:
@@ -108,27 +153,23 @@ def main(argv=None) -> None:
                         help=f"comma-separated, from {', '.join(VARIANT_ARGS)} (default: %(default)s)")
     parser.add_argument("--probes", default="linear,knn", help="--probes of the runs (default: %(default)s)")
     parser.add_argument("--forward-tiles", type=int, default=64, help="tiles of the forward-only timing (0: skip)")
+    parser.add_argument("--rounds", type=int, default=1,
+                        help="repeat every variant this many times, interleaved; medians are shown (default: 1)")
     args = parser.parse_args(argv)
+    if args.rounds < 1 or args.forward_tiles < 0:
+        parser.error("--rounds must be >= 1 and --forward-tiles >= 0")
     variants = [v.strip() for v in args.variants.split(",") if v.strip()]
     unknown = [v for v in variants if v not in VARIANT_ARGS]
     if unknown or "fp32" not in variants:
         parser.error(f"--variants must include fp32 and take names from {', '.join(VARIANT_ARGS)}; got {unknown}")
     print(machine_line(), flush=True)
     common = ["--task", "demo", "--model", args.model, "--probes", args.probes] + (["--random-init"] if args.random_init else [])
-    rows = {}
-    with tempfile.TemporaryDirectory(prefix="demo_wall_time.") as tmp:
-        for name in variants:
-            out = Path(tmp) / name
-            first, precision = time_run(common + VARIANT_ARGS[name], out)
-            cached, _ = time_run(common + VARIANT_ARGS[name], out)
-            rows[name] = (precision, first, cached)
-            print(f"  {name}: first {first:.1f} s, cached {cached:.1f} s ({precision})", file=sys.stderr, flush=True)
-    reference = rows["fp32"]
-    print(f"demo ({args.model}{', random init' if args.random_init else ''}; probes {args.probes}):")
-    print(f"{'variant':<15}{'precision':<11}{'first s':>9}{'cached s':>10}{'first / fp32':>14}{'cached / fp32':>15}")
-    for name, (precision, first, cached) in rows.items():
-        print(f"{name:<15}{precision:<11}{first:>9.1f}{cached:>10.1f}{first / reference[1]:>14.2f}"
-              f"{cached / reference[2]:>15.2f}")
+    load_before = os.getloadavg()
+    rounds = time_rounds(common, variants, args.rounds)
+    load_after = os.getloadavg()
+    print(f"demo ({args.model}{', random init' if args.random_init else ''}; probes {args.probes}; "
+          f"{args.rounds} round(s)); load average (1 min) {load_before[0]:.1f} before, {load_after[0]:.1f} after:")
+    print(format_rows(rounds, variants))
     if args.forward_tiles:
         timings = time_forward(args.model, args.random_init, args.forward_tiles, "bf16" in variants)
         print(f"forward only, {args.forward_tiles} random tiles in one batch, ms per tile:")
