@@ -88,6 +88,68 @@ def test_monusac_polygons_ambiguous_ignored_padding_ignored_val_by_patient(data)
     assert image.shape == (256, 256, 3) and (image[100:, :] == 255).all()  # white padding
 
 
+def _centre_fill(shape, vertices) -> np.ndarray:
+    """Reference rasterisation, independent of the reader: matplotlib's interior test at pixel centres (X = column,
+    Y = row), plus vertices that sit on a centre (the fixture's octagons have no other centre on an edge)."""
+    from matplotlib.path import Path as PolygonPath
+
+    rows, columns = np.mgrid[:shape[0], :shape[1]]
+    centres = np.column_stack([columns.ravel(), rows.ravel()]).astype(np.float64)
+    inside = PolygonPath(np.asarray(vertices)).contains_points(centres).reshape(shape)
+    for x, y in vertices:
+        if float(x).is_integer() and float(y).is_integer() and 0 <= y < shape[0] and 0 <= x < shape[1]:
+            inside[int(y), int(x)] = True
+    return inside
+
+
+def test_fill_polygon_sets_exactly_the_pixels_whose_centres_are_inside_or_on_it():
+    from evalsuite.readers.monusac import fill_polygon
+
+    # A diamond with fractional centre and radius: |x - 5.3| + |y - 4.6| <= 2.5 holds for 12 centres.
+    canvas = np.zeros((10, 12), dtype=np.uint8)
+    fill_polygon(canvas, [(7.8, 4.6), (5.3, 7.1), (2.8, 4.6), (5.3, 2.1)], 3)
+    rows, columns = np.mgrid[:10, :12]
+    expected = np.abs(columns - 5.3) + np.abs(rows - 4.6) <= 2.5
+    assert expected.sum() == 12 and np.array_equal(canvas == 3, expected) and set(np.unique(canvas)) == {0, 3}
+    # Integer corners: the centres on the boundary count (skimage.draw.polygon's closed rule): 4 x 3 pixels.
+    canvas = np.zeros((6, 7), dtype=np.uint8)
+    fill_polygon(canvas, [(1, 1), (4, 1), (4, 3), (1, 3)], 1)
+    assert np.argwhere(canvas).tolist() == [[r, c] for r in (1, 2, 3) for c in (1, 2, 3, 4)]
+    # Past the canvas edge: clipped, and a polygon wholly outside draws nothing.
+    canvas = np.zeros((4, 4), dtype=np.uint8)
+    fill_polygon(canvas, [(-2.5, -2.5), (1.5, -2.5), (1.5, 1.5), (-2.5, 1.5)], 1)
+    fill_polygon(canvas, [(9, 9), (12, 9), (12, 12)], 2)
+    assert np.argwhere(canvas).tolist() == [[0, 0], [0, 1], [1, 0], [1, 1]]
+
+
+@pytest.mark.parametrize("radius", [2.5, 3.0, 4.0, 6.0])
+def test_a_small_nucleus_is_not_dilated(radius):
+    from evalsuite.readers.monusac import fill_polygon
+
+    angles = np.linspace(0, 2 * np.pi, 16, endpoint=False)
+    vertices = [(15.3 + radius * np.cos(a), 14.8 + radius * np.sin(a)) for a in angles]
+    canvas = np.zeros((30, 30), dtype=np.uint8)
+    fill_polygon(canvas, vertices, 1)
+    xs, ys = np.array(vertices).T
+    area = 0.5 * abs(np.dot(xs, np.roll(ys, 1)) - np.dot(ys, np.roll(xs, 1)))
+    assert np.array_equal(canvas == 1, _centre_fill(canvas.shape, vertices))
+    # Centre sampling is unbiased: the pixel count stays near the area (an outline fill adds a ring of ~1 px).
+    assert abs(canvas.sum() / area - 1) < 0.15
+
+
+def test_monusac_masks_are_the_centre_fill_of_the_xml_polygons(data):
+    from evalsuite.readers.monusac import read_polygons
+
+    reader = _reader("monusac", data["monusac"])
+    test = reader.dataset("test", _identity)
+    index, top, left = reader.tiles["test"][2]  # the 113x81 image, one tile
+    xml = reader.source.annotations[index]
+    expected = np.zeros((81, 113), dtype=np.uint8)
+    for value, vertices in read_polygons(xml):  # file order, Ambiguous last
+        expected[_centre_fill(expected.shape, vertices)] = value
+    assert (top, left) == (0, 0) and np.array_equal(test.labels[2][:81, :113], expected)
+
+
 def test_demo_seg_tiles_sit_inside_blocks_of_one_split():
     reader = build_reader(load_card("demo_seg"))
     counts = {split: len(t) for split, t in reader.tiles.items()}
