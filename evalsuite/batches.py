@@ -23,7 +23,10 @@ def all_indices(features) -> np.ndarray:
     return np.arange(len(features))
 
 
-STREAM_BLOCK_BYTES = 8 * 1024**2
+STREAM_BLOCK_BYTES = 8 * 1024**2  # what one streamed read may map at most
+# A read of scattered rows from a memory map maps about this much per row (Linux's default
+# fault_around_bytes, as evalsuite.cache releases), however small the row.
+FAULT_AROUND_BYTES = 64 * 1024
 DEVICE_MEMORY_FRACTION = 0.5  # of the GPU's free memory a resident cache may take
 
 
@@ -43,62 +46,58 @@ def fits_on_device(nbytes: int, device: torch.device) -> bool:
 class BatchSource:
     """Training batches of cached float16 features, upcast to float32 one batch at a time.
 
-    Resident mode (the cache is a host-RAM array and fits the device): features and labels go
-    to the device once; a batch is a slice of the epoch's permutation, one gather and an
-    upcast, with no host sync. Streamed mode (memory-mapped caches, or too big for the
-    device): blocks of contiguous rows are read in a permuted block order, shuffled within,
-    and cut into batches, carrying remainders across blocks so every sample is seen once.
+    Both modes give the same batches for the same (seed, epoch): slices of one permutation of
+    all samples (`epoch_permutation`), so a run's numbers do not depend on whether the budget
+    planner chose RAM or a memory map. Resident mode (the cache is a host-RAM array and fits
+    the device): features and labels go to the device once; a batch is one gather and an
+    upcast, with no host sync. Streamed mode (memory-mapped caches, or too big for the device):
+    the rows of the next few batches are read from the cache in ascending order (one forward
+    sweep per read), at most `read_rows` at a time, and put back in permutation order.
+
+    Why not read contiguous blocks: caches hold samples in the reader's order, which for most
+    datasets is class by class, so batches drawn from a block were almost single-class and the
+    streamed probe trained on a different, worse-mixed sequence than the resident one.
     """
 
-    def __init__(self, features, labels: np.ndarray, device: torch.device, block_rows: int | None = None):
+    def __init__(self, features, labels: np.ndarray, device: torch.device, read_rows: int | None = None):
         self.device = torch.device(device)
         self.samples = len(labels)
         self.labels = torch.as_tensor(np.array(labels)).to(self.device)  # a writable copy of a mapped file
         row_bytes = int(np.prod(features.shape[1:])) * features.dtype.itemsize
-        self.block_rows = block_rows or max(1, STREAM_BLOCK_BYTES // max(row_bytes, 1))
+        # Scattered rows each map a fault-around window, so the rows per read are sized by that
+        # window, not by the row: a read maps at most STREAM_BLOCK_BYTES whatever the row width.
+        self.read_rows = read_rows or max(1, STREAM_BLOCK_BYTES // max(row_bytes, FAULT_AROUND_BYTES, 1))
         resident = isinstance(features, np.ndarray) and fits_on_device(self.samples * row_bytes, self.device)
         self.resident = torch.from_numpy(features).to(self.device) if resident else None
         self.features = features
 
     def epoch(self, epoch: int, batch_size: int, seed: int = 0, drop_last: bool = True):
         """Yield (float32 features [b, ...], labels [b]) covering each sample at most once."""
-        if self.resident is not None:
-            yield from self._resident_epoch(epoch, batch_size, seed, drop_last)
-        else:
-            yield from self._streamed_epoch(epoch, batch_size, seed, drop_last)
-
-    def _resident_epoch(self, epoch, batch_size, seed, drop_last):
-        order = epoch_permutation(self.samples, seed, epoch).to(self.device)
+        order = epoch_permutation(self.samples, seed, epoch)
         stop = self.samples - self.samples % batch_size if drop_last else self.samples
+        if self.resident is not None:
+            yield from self._resident_epoch(order.to(self.device), stop, batch_size)
+        else:
+            yield from self._streamed_epoch(order.numpy(), stop, batch_size)
+
+    def _resident_epoch(self, order, stop, batch_size):
         for start in range(0, stop, batch_size):
             index = order[start : start + batch_size]
             yield self.resident.index_select(0, index).float(), self.labels[index]
 
-    def _streamed_epoch(self, epoch, batch_size, seed, drop_last):
-        # Peak extra memory: one block (read once, never permuted as a whole) plus one batch.
-        blocks = [(start, min(start + self.block_rows, self.samples)) for start in range(0, self.samples, self.block_rows)]
-        block_order = epoch_permutation(len(blocks), seed, epoch).tolist()
-        carry_x, carry_y = None, None
-        for position, block in enumerate(block_order):
-            start, stop = blocks[block]
-            rows = torch.from_numpy(np.asarray(self.features[start:stop])).to(self.device)
-            labels = self.labels[start:stop]
-            within = epoch_permutation(stop - start, seed + position + 1, epoch).to(self.device)
-            used = 0
-            if carry_x is not None:  # complete the batch left over from the previous block
-                take = within[: batch_size - len(carry_x)]
-                carry_x, carry_y = torch.cat([carry_x, rows[take]]), torch.cat([carry_y, labels[take]])
-                used = len(take)
-                if len(carry_x) < batch_size:
-                    continue
-                yield carry_x.float(), carry_y
-                carry_x = carry_y = None
-            while used + batch_size <= len(within):
-                index = within[used : used + batch_size]
-                yield rows[index].float(), labels[index]
-                used += batch_size
-            if used < len(within):
-                rest = within[used:]
-                carry_x, carry_y = rows[rest], labels[rest]
-        if not drop_last and carry_x is not None and len(carry_x):
-            yield carry_x.float(), carry_y
+    def _streamed_epoch(self, order: np.ndarray, stop: int, batch_size: int):
+        # Whole batches per group, so each batch is cut from one group; peak extra memory is one
+        # group's float16 rows (at least one batch) plus one float32 batch.
+        group_rows = batch_size * max(1, self.read_rows // batch_size)
+        for group_start in range(0, stop, group_rows):
+            wanted = order[group_start : min(group_start + group_rows, stop)]
+            ascending = np.sort(wanted)
+            rows = np.concatenate([np.asarray(self.features[ascending[i : i + self.read_rows]])
+                                   for i in range(0, len(ascending), self.read_rows)])
+            rows = torch.from_numpy(rows).to(self.device)
+            # Row of each wanted sample in `rows`, in permutation order.
+            position = torch.from_numpy(np.searchsorted(ascending, wanted)).to(self.device)
+            wanted = torch.from_numpy(wanted).to(self.device)
+            for start in range(0, len(wanted), batch_size):
+                yield (rows.index_select(0, position[start : start + batch_size]).float(),
+                       self.labels[wanted[start : start + batch_size]])

@@ -73,3 +73,52 @@ def test_seg_best_epoch_is_not_stuck_on_a_nan_first_validation_score(monkeypatch
     assert np.isnan(history[0]) and np.isfinite(history[1:]).all()
     assert probe.selected_params_["epoch"] == 2 + int(np.argmax(history[1:]))
     assert probe.selected_params_["val_dice_fg_mean"] == pytest.approx(max(history[1:]), abs=1e-6)
+
+
+def _class_sorted_split(per_class: int, seed: int, dim: int = 48, classes: int = 3):
+    """Overlapping Gaussian classes, samples listed class by class (as folder-per-class readers list them)."""
+    centres = np.random.default_rng(77).normal(0, 0.2, size=(classes, dim))
+    labels = np.repeat(np.arange(classes), per_class)
+    features = centres[labels] + np.random.default_rng(seed).normal(0, 1, size=(len(labels), dim))
+    return features.astype(np.float16), labels
+
+
+def test_linear_probe_selects_the_same_head_and_scores_the_same_from_ram_and_from_a_memory_map(tmp_path):
+    from evalsuite.cache import MemmapFeatures
+    from evalsuite.probes import LinearProbe
+
+    (train, train_y), (val, val_y) = _class_sorted_split(400, seed=1), _class_sorted_split(100, seed=2)
+    np.save(tmp_path / "train.npy", train)
+    np.save(tmp_path / "val.npy", val)
+    params = dict(lr=[1e-2, 1e-3], weight_decay=[0.0, 1e-2], epochs=4, batch_size=32, stream_read_rows=64)
+    fitted = {}
+    for mode in ("ram", "memmap"):
+        store = (lambda name: np.load(tmp_path / name)) if mode == "ram" else (lambda name: MemmapFeatures(tmp_path / name))
+        probe = LinearProbe(3, seed=3, **params).fit(store("train.npy"), train_y, store("val.npy"), val_y)
+        fitted[mode] = (probe.selected_params_, compute_metrics(val_y, probe.predict_proba(store("val.npy"))))
+    assert fitted["ram"] == fitted["memmap"]
+
+
+@pytest.mark.slow
+def test_run_with_ram_and_memmap_caches_gives_the_same_heads_and_metrics(tmp_path):
+    """Through the CLI: the second run reuses the first's cache, read as a memory map instead of RAM."""
+    import json
+
+    from conftest import run_cli
+
+    out = tmp_path / "out"
+    recipe = tmp_path / "small_linear.yaml"  # a smaller grid and fewer epochs: the order matters, not the fit
+    recipe.write_text("name: linear\nprobe: linear\nparams: {lr: [0.01, 0.001], weight_decay: [0.0, 0.01], "
+                      "epochs: 10, batch_size: 32}\n")
+    records = {}
+    for mode in ("ram", "memmap"):
+        result = run_cli("run", "--task", "demo", "--model", "test_vit", "--random-init", "--num-workers", "0",
+                         "--probes", recipe, "--cache", mode, "--out", out)
+        assert result.returncode == 0, result.stderr
+        newest = max((out / "runs").glob("*.json"), key=lambda path: path.stat().st_mtime_ns)
+        records[mode] = json.loads(newest.read_text())
+    assert [records[mode]["cache"]["mode"] for mode in ("ram", "memmap")] == ["ram", "memmap"]
+    assert records["memmap"]["samples_extracted"] == {split: 0 for split in ("train", "val", "test")}
+    ram, memmap = records["ram"]["probes"][0], records["memmap"]["probes"][0]
+    assert ram["selected_params"] == memmap["selected_params"]
+    assert ram["metrics"] == memmap["metrics"]

@@ -20,7 +20,7 @@ def _blobs(n_per_class: int, dim: int = 32, classes: int = 3, seed: int = 0):
 
 @pytest.mark.parametrize("probe_cls, params", [
     (LinearProbe, {"lr": [0.01, 0.001], "weight_decay": [0.0, 0.01], "epochs": 5, "batch_size": 16,
-                     "eval_batch_size": 16, "stream_block_rows": 16}),
+                     "eval_batch_size": 16, "stream_read_rows": 16}),
     (KNNProbe, {"k": [1, 5], "batch_size": 16}),
 ])
 def test_probe_reads_at_most_one_batch_of_float16_rows_at_a_time(probe_cls, params):

@@ -19,13 +19,13 @@ from evalsuite.probes._validate import check_features_labels
 
 class LinearProbe:
     def __init__(self, num_classes: int, lr=(1e-3,), weight_decay=(0.0,), epochs: int = 100, batch_size: int = 64,
-                 eval_batch_size: int = 1024, stream_block_rows: int | None = None, class_weight: str | None = "balanced", device: torch.device = torch.device("cpu"), seed: int = 0):
+                 eval_batch_size: int = 1024, stream_read_rows: int | None = None, class_weight: str | None = "balanced", device: torch.device = torch.device("cpu"), seed: int = 0):
         self.num_classes = num_classes
         self.grid = list(itertools.product(_as_list(lr), _as_list(weight_decay)))
         self.epochs = int(epochs)
         self.batch_size = int(batch_size)
         self.eval_batch_size = int(eval_batch_size)
-        self.stream_block_rows = stream_block_rows  # None: sized by bytes (batches.STREAM_BLOCK_BYTES)
+        self.stream_read_rows = stream_read_rows  # None: sized by bytes (batches.STREAM_BLOCK_BYTES)
         self.class_weight = class_weight
         self.device = torch.device(device)
         self.seed = seed
@@ -49,7 +49,7 @@ class LinearProbe:
         generator = torch.Generator().manual_seed(self.seed)
         heads = LinearHeads(features.shape[1], self.num_classes, self.grid, self.device, generator,
                             class_weights=self._class_weights(labels))
-        source = BatchSource(features, labels, self.device, block_rows=self.stream_block_rows)
+        source = BatchSource(features, labels, self.device, read_rows=self.stream_read_rows)
         batch_size = min(self.batch_size, len(labels))  # drop_last must not drop a whole small split
         for epoch in range(self.epochs):
             for batch, target in source.epoch(epoch, batch_size, seed=self.seed):
