@@ -6,8 +6,10 @@ DINOv2 (Phikon, Phikon-v2, Hibou, Midnight). Renaming keys (and fusing q/k/v) le
 module and one `forward_features` serve all of them, so transformers is not needed to run
 them. The layout is recognised from the keys, so a timm port of a transformers model loads too.
 
-Position embeddings trained at another resolution are resampled to the model's grid the way
-DINOv2 and transformers do it at run time (bicubic, no antialiasing).
+Position embeddings trained at another grid are resampled once, on load, to the model's grid,
+bicubic, with or without antialiasing as the code that runs such a checkpoint does at that
+input size (`resample_antialias`): timm (its checkpoint filter and `dynamic_img_size`) antialiases,
+so a timm checkpoint gets exactly what `timm.create_model(..., pretrained=True)` gives it.
 """
 
 import math
@@ -62,11 +64,25 @@ def to_timm_vit(state: dict, model) -> dict:
         state = _from_dinov2(state)
     if layout != "timm" and getattr(model, "no_embed_class", False):
         state = _fuse_class_position(state)
-    return fit_pos_embed(state, model)
+    return fit_pos_embed(state, model, antialias=resample_antialias(layout, state))
 
 
-def fit_pos_embed(state: dict, model) -> dict:
-    """Resample `pos_embed` to the model's patch grid when the checkpoint was trained at another size."""
+def resample_antialias(layout: str, state: dict) -> bool:
+    """Whether the code that runs a checkpoint of `layout` antialiases its position embeddings when resizing.
+
+    timm: yes (`resample_abs_pos_embed`'s default, used by its checkpoint filter and at run time).
+    Original DINOv2 checkpoints load through timm's converter (kaiko's hubconf does so for its
+    ViT-L/14), and DINOv2's own register models agree (interpolate_antialias=True, no offset).
+    transformers (installed source, models/*/modeling_*.py `interpolate_pos_encoding`): ViT and
+    Dinov2 interpolate bicubic without antialiasing, Dinov2WithRegisters with it; `state` is the
+    renamed checkpoint, in which transformers' register tokens have become `reg_token`.
+    """
+    return layout != "transformers" or "reg_token" in state
+
+
+def fit_pos_embed(state: dict, model, antialias: bool = True) -> dict:
+    """Resample `pos_embed` to the model's patch grid when the checkpoint was trained at another size
+    (bicubic, as timm's `resample_abs_pos_embed`; `antialias` per `resample_antialias`)."""
     source = state.get("pos_embed")
     target = getattr(model, "pos_embed", None)
     if source is None or target is None or source.shape == target.shape:
@@ -79,7 +95,7 @@ def fit_pos_embed(state: dict, model) -> dict:
 
     resampled = resample_abs_pos_embed(
         source.float(), new_size=list(model.patch_embed.grid_size), old_size=[old_side, old_side],
-        num_prefix_tokens=prefix, interpolation="bicubic", antialias=False,
+        num_prefix_tokens=prefix, interpolation="bicubic", antialias=antialias,
     )
     return {**state, "pos_embed": resampled.to(source.dtype)}
 

@@ -7,9 +7,12 @@ and `dense_features` (patch tokens on their grid, for segmentation).
 
 Registry models are built with timm `num_classes=0`; their embedding is pooled from
 `forward_features` by the rule on the model card (evalsuite.pooling), never by timm's head.
+A run may choose another token rule (`--pooling`, a task card's `pooling:`), e.g. the class
+token alone as eva's leaderboard pools Virchow2, H0-mini and Midnight.
 """
 
 import contextlib
+import dataclasses
 import difflib
 from dataclasses import dataclass
 from pathlib import Path
@@ -20,7 +23,8 @@ from evalsuite import adapters, checkpoints
 from evalsuite.errors import EvalsuiteError
 from evalsuite.hub import create_from_hub, download_weights
 from evalsuite.model_registry import MODELS, ModelSpec
-from evalsuite.pooling import TIMM_HEAD, patch_grid, pool_tokens, token_grid
+from evalsuite.pooling import (CLS, CLS_MEAN_PATCH, TIMM_HEAD, check_token_rule, patch_grid, pool_tokens, pooled_dim,
+                               token_grid)
 
 RANDOM_INIT_SEED = 0
 
@@ -84,7 +88,48 @@ class Backbone:
                          dim=-1)
 
 
-def build_backbone(name: str, weights: str | None = None, random_init: bool = False) -> Backbone:
+def build_backbone(name: str, weights: str | None = None, random_init: bool = False, pooling: str | None = None,
+                   card_pooling: str | None = None) -> Backbone:
+    """The frozen backbone `name` names. `pooling` (`--pooling`) replaces the model's pooling rule and
+    must fit the model; `card_pooling` (a task card's `pooling:`) does the same for token models and
+    leaves a model that pools inside itself (a CNN) as it is."""
+    if pooling is not None:
+        return with_pooling(_build_backbone(name, weights, random_init), pooling, "--pooling")
+    backbone = _build_backbone(name, weights, random_init)
+    if card_pooling is None or _token_dim(backbone) is None:
+        return backbone
+    return with_pooling(backbone, card_pooling, "the task card's pooling")
+
+
+def with_pooling(backbone: Backbone, rule: str, where: str) -> Backbone:
+    """`backbone` with its classification embedding pooled by `rule`; `where` names the setting in errors.
+
+    The label gains `+pooling=RULE` when the rule differs from the model's own, so leaderboard rows
+    of the two embeddings (same weights) stay apart.
+    """
+    check_token_rule(rule, where)
+    if rule == backbone.pooling:
+        return backbone
+    token_dim = _token_dim(backbone)
+    if token_dim is None:
+        raise EvalsuiteError(f"{where} {rule}: model '{backbone.name}' pools inside itself (no class or patch "
+                             f"tokens to choose from); drop {where} for it")
+    if rule in (CLS, CLS_MEAN_PATCH) and backbone.num_prefix_tokens < 1:
+        raise EvalsuiteError(f"{where} {rule}: model '{backbone.name}' has no class token; use mean_patch")
+    return dataclasses.replace(backbone, pooling=rule, embed_dim=pooled_dim(rule, token_dim),
+                               label=f"{backbone.label}+pooling={rule}")
+
+
+def _token_dim(backbone: Backbone) -> int | None:
+    """Width of the tokens `forward_features` returns, or None for a model without tokens (CNN feature maps)."""
+    model = backbone.model
+    if backbone.patch_size_px is None or not isinstance(getattr(model, "num_prefix_tokens", None), int):
+        return None
+    width = getattr(model, "embed_dim", None)
+    return int(width) if isinstance(width, int) else None
+
+
+def _build_backbone(name: str, weights: str | None, random_init: bool) -> Backbone:
     if weights and random_init:
         raise EvalsuiteError("--weights and --random-init exclude each other; pass one")
     if name in MODELS:

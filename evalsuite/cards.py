@@ -12,6 +12,7 @@ import yaml
 
 from evalsuite.errors import EvalsuiteError
 from evalsuite.metrics import METRICS
+from evalsuite.pooling import check_token_rule
 from evalsuite.segmentation_metrics import BACKGROUND, SEGMENTATION_METRICS
 from evalsuite.resources import cards_dir, find_yaml
 
@@ -35,6 +36,7 @@ class TaskCard:
     description: str = ""
     data_root: str | None = None
     classes_closed: bool = False  # a class folder on disk that is not in `classes` is an error, not a note
+    pooling: str | None = None  # token models' classification embedding for this task (None: each model's own)
     extra: dict = field(default_factory=dict)
 
     @property
@@ -108,9 +110,14 @@ def _card_from_mapping(raw: dict, path: Path, sha256: str) -> TaskCard:
         _check_segmentation_fields(raw, path, classes)
     elif "layers" in raw:
         raise EvalsuiteError(f"task card {path}: field 'layers' applies to segmentation cards only")
+    pooling = _field(raw, path, "pooling", str, required=False)
+    if pooling is not None:
+        if kind != "classification":
+            raise EvalsuiteError(f"task card {path}: field 'pooling' applies to classification cards only")
+        check_token_rule(pooling, f"task card {path}: field 'pooling'")
     probes = _string_list(raw, path, "probes")
     known = {"name", "kind", "reader", "classes", "splits", "selection_metric", "probes", "description", "data_root",
-             "classes_closed"}
+             "classes_closed", "pooling"}
     return TaskCard(
         name=name,
         kind=kind,
@@ -125,6 +132,7 @@ def _card_from_mapping(raw: dict, path: Path, sha256: str) -> TaskCard:
         description=_field(raw, path, "description", str, required=False) or "",
         data_root=_field(raw, path, "data_root", str, required=False),
         classes_closed=bool(_field(raw, path, "classes_closed", bool, required=False)),
+        pooling=pooling,
         extra={k: v for k, v in raw.items() if k not in known},
     )
 

@@ -62,6 +62,7 @@ def _key_fields(config, card, backbone, split: str, precision: str) -> dict:
         "data_root": str(resolve_data_root(card, config.data_root).resolve()), "split": split,
         "feature": FEATURE_KIND[card.kind], "dtype": "float16", "precision": precision,
         **({"layers": list(dense_layers(card))} if FEATURE_KIND[card.kind] == "dense" else {}),
+        **({"pooling": backbone.pooling} if FEATURE_KIND[card.kind] == "pooled" else {}),
     }
 
 

@@ -26,6 +26,10 @@ TIMM_HEAD = "timm_head"  # the model's own pooling (timm num_classes=0 output), 
 # How many token widths each rule's embedding spans.
 _WIDTHS_PER_RULE = {CLS: 1, CLS_MEAN_PATCH: 2, MEAN_PATCH: 1, TIMM_HEAD: 1}
 POOLING_RULES = tuple(_WIDTHS_PER_RULE)
+# Rules a run may choose for a token model instead of its registry default (`--pooling`, a task
+# card's `pooling:`): eva's leaderboard pools the class token where the model cards of Virchow2,
+# H0-mini and Midnight concatenate it with the mean patch token.
+TOKEN_POOLING_RULES = (CLS, CLS_MEAN_PATCH, MEAN_PATCH)
 
 PATCH_TOKENS = "patch_tokens"  # dense rule for ViTs: patch tokens on their grid, prefix dropped
 FEATURE_MAP = "feature_map"  # dense rule for CNNs: the last feature map
@@ -36,6 +40,13 @@ def pooled_dim(rule: str, token_dim: int) -> int:
     """Size of the embedding `rule` makes from tokens of width `token_dim`."""
     _check_rule(rule)
     return _WIDTHS_PER_RULE[rule] * token_dim
+
+
+def check_token_rule(rule: str, where: str) -> str:
+    """`rule` if a run may choose it for a token model, else a one-line error naming `where` it came from."""
+    if rule not in TOKEN_POOLING_RULES:
+        raise EvalsuiteError(f"{where}: unknown pooling '{rule}'; use one of {', '.join(TOKEN_POOLING_RULES)}")
+    return rule
 
 
 def pool_tokens(tokens: torch.Tensor, rule: str, num_prefix_tokens: int) -> torch.Tensor:

@@ -38,6 +38,7 @@ class RunConfig:
     model: str = "efficientnet_lite0_imagenet"
     weights: str | None = None
     random_init: bool = False
+    pooling: str | None = None  # --pooling: classification embedding rule for token models (None: card's, model's)
     probes: list = field(default_factory=list)  # empty: the card's default probes
     out_dir: Path = Path("evalsuite_out")
     seeds: list = field(default_factory=lambda: [0])  # probes are trained and scored once per seed
@@ -70,7 +71,7 @@ def _run(config: RunConfig, dist, device) -> dict | None:
         raise EvalsuiteError(f"task '{card.name}' is a {card.kind} task; this version has no {card.kind} metrics")
     recipes = [load_recipe(name) for name in (config.probes or card.probes)]
     reader = build_reader(card, config.data_root, config.check_counts)
-    backbone = build_backbone(config.model, config.weights, config.random_init)
+    backbone = build_backbone(config.model, config.weights, config.random_init, config.pooling, card.pooling)
     timings = {"setup_s": time.perf_counter() - started}
 
     plan, split_data, extracted_per_rank, shape_probe_forwards = prepare_features(config, card, reader, backbone,
@@ -151,7 +152,8 @@ def _record(config, card, backbone, recipes, probe_results, extracted, timings, 
         "task": {"name": card.name, "path": str(card.path), "sha256": card.sha256,
                  "selection_metric": card.selection_metric, "classes": card.classes},
         "model": {"name": backbone.label, "architecture_name": backbone.name, "weights_id": backbone.weights_id,
-                  "embed_dim": backbone.embed_dim, "data_config": describe_transform(backbone.data_config)},
+                  "embed_dim": backbone.embed_dim, "pooling": backbone.pooling,
+                  "data_config": describe_transform(backbone.data_config)},
         "device": str(device),
         "precision": used_precision(config, backbone, device),  # what the forward passes computed in
         "threads": torch.get_num_threads(),

@@ -10,7 +10,7 @@ import torch
 from safetensors.torch import save_file
 
 from conftest import leaderboard_rows, run_cli
-from evalsuite.backbones import build_backbone
+from evalsuite.backbones import build_backbone, load_weights
 from evalsuite.errors import EvalsuiteError
 from evalsuite.model_registry import MODELS
 
@@ -108,15 +108,64 @@ def test_folder_with_two_unrelated_checkpoints_asks_for_the_file(tmp_path):
         build_backbone(KAIKO_S16, weights=str(tmp_path))
 
 
-def test_position_embeddings_of_another_resolution_are_resampled_like_dinov2(tmp_path):
+def _trained_at_448(tmp_path):
+    """(model, safetensors path) of a ViT-S/16 whose position embeddings are a 28x28 grid."""
+    model = _reference_vit(img_size=448)
+    path = tmp_path / "at448.safetensors"
+    save_file(model.state_dict(), str(path))
+    return model, path
+
+
+def test_timm_checkpoint_of_another_grid_gets_timms_antialiased_positions(tmp_path):
     from timm.layers import resample_abs_pos_embed
 
-    trained_at_448 = _reference_vit(img_size=448)  # 28x28 grid
-    save_file(trained_at_448.state_dict(), str(tmp_path / "at448.safetensors"))
-    backbone = build_backbone(KAIKO_S16, weights=str(tmp_path / "at448.safetensors"))
-    expected = resample_abs_pos_embed(trained_at_448.pos_embed.detach(), new_size=[14, 14], num_prefix_tokens=1,
-                                      antialias=False)
-    assert torch.allclose(backbone.model.pos_embed, expected)
+    trained, path = _trained_at_448(tmp_path)
+    backbone = build_backbone(KAIKO_S16, weights=str(path))  # a timm-native registry entry, 14x14 at 224 px
+    source = trained.pos_embed.detach()
+    expected = resample_abs_pos_embed(source, new_size=[14, 14], num_prefix_tokens=1, antialias=True)
+    assert torch.equal(backbone.model.pos_embed, expected)
+    # The check can tell the two filters apart: without antialiasing the positions differ.
+    without = resample_abs_pos_embed(source, new_size=[14, 14], num_prefix_tokens=1, antialias=False)
+    assert not torch.allclose(backbone.model.pos_embed, without, atol=1e-4)
+
+
+def test_timm_checkpoint_of_another_grid_loads_as_timms_own_pretrained_loader_loads_it(tmp_path):
+    _, path = _trained_at_448(tmp_path)
+    timms = timm.create_model("vit_small_patch16_224", pretrained=True, num_classes=0,
+                              pretrained_cfg_overlay={"file": str(path)}).eval()
+    ours = build_backbone("vit_small_patch16_224", weights=str(path))
+    assert torch.equal(ours.model.pos_embed, timms.pos_embed)
+    with torch.inference_mode():
+        assert torch.allclose(ours.pooled_features(_images()), timms(_images()), atol=1e-6)
+
+
+@pytest.mark.parametrize("registers", [0, 4])
+def test_transformers_checkpoint_of_another_grid_gets_the_positions_transformers_computes(tmp_path, registers):
+    """Dinov2 (Midnight, Phikon-v2) interpolates without antialiasing, Dinov2WithRegisters (Hibou) with it:
+    trained at 56 px (4x4 positions), run at 28 px, our timm model must give transformers' tokens."""
+    transformers = pytest.importorskip("transformers", reason="transformers is the reference here (dev extra)")
+    from timm.models.vision_transformer import VisionTransformer
+
+    sizes = dict(hidden_size=64, num_hidden_layers=1, num_attention_heads=4, image_size=56, patch_size=14)
+    if registers:
+        hf = transformers.Dinov2WithRegistersModel(transformers.Dinov2WithRegistersConfig(
+            num_register_tokens=registers, **sizes))
+    else:
+        hf = transformers.Dinov2Model(transformers.Dinov2Config(**sizes))
+    with torch.no_grad():  # every tensor random, positions included, so a filter difference shows
+        generator = torch.Generator().manual_seed(0)
+        for param in hf.parameters():
+            param.copy_(torch.randn(param.shape, generator=generator) * 0.2)
+    save_file(hf.eval().state_dict(), str(tmp_path / "model.safetensors"))
+    images = torch.randn(2, 3, 28, 28, generator=torch.Generator().manual_seed(1))
+    with torch.inference_mode():
+        expected = hf(pixel_values=images).last_hidden_state
+
+    model = VisionTransformer(img_size=28, patch_size=14, embed_dim=64, depth=1, num_heads=4, init_values=1.0,
+                              num_classes=0, reg_tokens=registers, no_embed_class=bool(registers)).eval()
+    load_weights(model, tmp_path)
+    with torch.inference_mode():
+        assert torch.allclose(model.forward_features(images), expected, atol=1e-5)
 
 
 def test_offline_hub_cache_serves_registry_weights(reference, tmp_path, monkeypatch):
@@ -168,7 +217,7 @@ def test_run_demo_end_to_end_with_a_local_registry_checkpoint(reference, tmp_pat
     assert all(r["weights_id"].startswith("sha256:") for r in rows)
     [run_json] = (out / "runs").glob("*.json")
     record = json.loads(run_json.read_text())
-    assert record["model"]["embed_dim"] == 384
+    assert record["model"]["embed_dim"] == 384 and record["model"]["pooling"] == "cls"
 
 
 @pytest.mark.parametrize("name, source", [("hf-hub:some-org/some-vit", "hub:some-org/some-vit"),

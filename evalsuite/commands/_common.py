@@ -5,6 +5,7 @@ from pathlib import Path
 from evalsuite.cpus import default_num_workers
 from evalsuite.precision import PRECISIONS
 from evalsuite.errors import EvalsuiteError
+from evalsuite.pooling import check_token_rule
 
 DEFAULT_OUT = "evalsuite_out"
 DEFAULT_MODEL = "efficientnet_lite0_imagenet"
@@ -16,6 +17,9 @@ def add_task_model_args(parser) -> None:
                      help=f"built-in name, timm architecture, or hf-hub:ORG/NAME (default {DEFAULT_MODEL})")
     parser.add_argument("--weights", help="local checkpoint (.safetensors, .pth, .bin) for --model's architecture")
     parser.add_argument("--random-init", action="store_true", help="randomly initialised backbone (null baseline)")
+    parser.add_argument("--pooling", help="classification embedding of a ViT: cls, cls+mean_patch or mean_patch "
+                                          "(default: the task card's, else the model card's; eva's leaderboard "
+                                          "uses cls)")
     parser.add_argument("--out", default=DEFAULT_OUT, help=f"output folder (default ./{DEFAULT_OUT})")
     parser.add_argument("--data-root", help="folder holding the task's data (overrides the card)")
     parser.add_argument("--no-count-check", action="store_true",
@@ -54,8 +58,10 @@ def run_config(args, **extra):
 
     if args.batch_size < 1 or args.num_workers < 0 or args.threads < 0 or (args.chunk_rows is not None and args.chunk_rows < 1):
         raise EvalsuiteError("--batch-size and --chunk-rows must be >= 1, --num-workers and --threads >= 0")
+    if args.pooling is not None:
+        check_token_rule(args.pooling, "--pooling")
     return RunConfig(
-        task=args.task, model=args.model, weights=args.weights, random_init=args.random_init,
+        task=args.task, pooling=args.pooling, model=args.model, weights=args.weights, random_init=args.random_init,
         out_dir=Path(args.out), device=args.device, batch_size=args.batch_size, num_workers=args.num_workers,
         precision=_precision(args), threads=args.threads, data_root=args.data_root, check_counts=not args.no_count_check,
         cache=args.cache, mem=args.mem, chunk_rows=args.chunk_rows, **extra,

@@ -29,7 +29,7 @@ def main(args) -> None:
     config = run_config(args)
     card = load_card(config.task)
     reader = build_reader(card, config.data_root, config.check_counts)
-    backbone = build_backbone(config.model, config.weights, config.random_init)
+    backbone = build_backbone(config.model, config.weights, config.random_init, config.pooling, card.pooling)
     plan = plan_splits(config, card, reader, backbone, resolve_device(config.device)).plan
     print(json.dumps(plan.to_dict(), indent=2, default=str) if args.json else format_plan(plan))
     sys.stdout.flush()
