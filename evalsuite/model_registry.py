@@ -152,7 +152,8 @@ _SPECS = [
                      "dynamic_img_size": True, "mlp_layer": "SwiGLUPacked", "act_layer": "SiLU"},
         pretrained_cfg=PretrainedCfg(hub_id="hf-hub:paige-ai/Virchow2", input_size_px=224, mean=IMAGENET_MEAN,
                                      std=IMAGENET_STD, licence="CC-BY-NC-ND-4.0", gated=True),
-        # Tokens 1-4 are registers; the card's mean runs over tokens 5: only.
+        # Tokens 1-4 are registers; the card's mean runs over tokens 5: only. THUNDER pools the same;
+        # eva's leaderboard pools the class token alone (1280; paige.py include_patch_tokens=False): --pooling cls.
         patch_size_px=14, num_prefix_tokens=5, token_dim=1280, pooling=CLS_MEAN_PATCH, embed_dim=2560,
         sources=(_hub("paige-ai/Virchow2"), TRIDENT, THUNDER, f"{EVA_BACKBONES}/paige.py"),
     ),
@@ -183,9 +184,11 @@ _SPECS = [
                      "mlp_layer": "SwiGLUPacked", "act_layer": "SiLU"},
         pretrained_cfg=PretrainedCfg(hub_id="hf-hub:bioptimus/H0-mini", input_size_px=224, mean=BIOPTIMUS_MEAN,
                                      std=BIOPTIMUS_STD, licence="CC-BY-NC-ND-4.0", gated=True),
-        # The card concatenates the class token with the mean of tokens after num_prefix_tokens (1536).
+        # The card concatenates the class token with the mean of tokens after num_prefix_tokens (1536);
+        # eva's leaderboard pools the class token alone (768; bioptimus.py include_patch_tokens=False): --pooling cls.
         patch_size_px=14, num_prefix_tokens=5, token_dim=768, pooling=CLS_MEAN_PATCH, embed_dim=1536,
-        sources=(_hub("bioptimus/H0-mini"), THUNDER, "https://github.com/rendeirolab/LazySlide",
+        sources=(_hub("bioptimus/H0-mini"), THUNDER, f"{EVA_BACKBONES}/bioptimus.py",
+                 "https://github.com/rendeirolab/LazySlide",
                  "https://arxiv.org/abs/2501.16239"),
         unconfirmed="mlp_ratio (the hub config.json is gated): inferred from the published 85.7M parameters, "
                     "which only the DINOv2 SwiGLU width (2 x 2048) reproduces",
@@ -257,9 +260,11 @@ _SPECS = [
         pretrained_cfg=PretrainedCfg(hub_id="hf-hub:kaiko-ai/midnight", input_size_px=224, mean=HALF, std=HALF,
                                      interpolation="bilinear", licence="MIT", gated=False),
         # transformers Dinov2Model fine-tuned from facebook/dinov2-giant; the card's classification
-        # embedding is the class token concatenated with the mean patch token.
+        # embedding is the class token concatenated with the mean patch token, as THUNDER pools it;
+        # eva's leaderboard pools the class token alone (1536; kaiko.py via ExtractCLSFeatures): --pooling cls.
         patch_size_px=14, num_prefix_tokens=1, token_dim=1536, pooling=CLS_MEAN_PATCH, embed_dim=3072,
-        sources=(_hub("kaiko-ai/midnight"), "https://github.com/kaiko-ai/Midnight", TRIDENT, THUNDER),
+        sources=(_hub("kaiko-ai/midnight"), "https://github.com/kaiko-ai/Midnight", TRIDENT, THUNDER,
+                 f"{EVA_BACKBONES}/kaiko.py"),
     ),
     ModelSpec(
         name="lunit-vits8",

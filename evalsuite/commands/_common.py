@@ -61,7 +61,7 @@ def run_config(args, **extra):
     if args.pooling is not None:
         check_token_rule(args.pooling, "--pooling")
     return RunConfig(
-        task=args.task, pooling=args.pooling, model=args.model, weights=args.weights, random_init=args.random_init,
+        task=args.task, model=args.model, weights=args.weights, random_init=args.random_init, pooling=args.pooling,
         out_dir=Path(args.out), device=args.device, batch_size=args.batch_size, num_workers=args.num_workers,
         precision=_precision(args), threads=args.threads, data_root=args.data_root, check_counts=not args.no_count_check,
         cache=args.cache, mem=args.mem, chunk_rows=args.chunk_rows, **extra,
