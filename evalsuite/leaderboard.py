@@ -4,16 +4,19 @@ One row per model x task x probe x split x metric x seed. Many processes (a Slur
 torchrun ranks) may append at once: each append takes an exclusive lock and writes all of its
 rows in one write() on an O_APPEND descriptor, then fsyncs, so rows are neither lost nor
 interleaved, and a line left unfinished by a killed writer is cut off before the next append.
+An append that fails (a full disk, a read-only mount) leaves the file byte for byte as it was.
 """
 
 import contextlib
 import csv
+import errno
 import fcntl
 import io
 import os
 from pathlib import Path
 
 from evalsuite.errors import EvalsuiteError
+from evalsuite.fsio import discard, fs_errors, fsync_dir, staged
 
 SCHEMA_VERSION = 4
 LEADERBOARD_FILE = "leaderboard.csv"
@@ -29,22 +32,36 @@ COLUMNS = [
 REQUIRED_COLUMNS = ["schema", "run_id", "timestamp_utc", "task", "model", "probe", "split", "metric", "value", "seed"]
 # Schema 1 rows predate `headline_metric`; balanced accuracy was the default selection metric then.
 V1_HEADLINE_METRIC = "balanced_accuracy"
+_FOREIGN_FIX = "move it aside or pass another --out"
+
+
+def check_appendable(path: Path) -> None:
+    """Refuse, before a run writes anything, a leaderboard.csv that `append_rows` would refuse."""
+    path = Path(path)
+    with fs_errors("read", path):
+        header, _ = _header_and_complete_bytes(path)
+    if header is not None:
+        _check_columns(path, header, fix=_FOREIGN_FIX)
 
 
 def append_rows(path: Path, rows: list[dict]) -> None:
-    """Append one run's rows (dicts keyed by COLUMNS, `schema` filled in) as one atomic batch."""
+    """Append one run's rows (dicts keyed by COLUMNS, `schema` filled in) as one atomic batch.
+
+    On any failure (a full disk included) the file is left byte for byte as it was."""
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with _exclusive_lock(path):
-        header = _repaired_header(path)
-        if header is None:
-            _append_bytes(path, _render(rows, COLUMNS, with_header=True))
-            return
-        _check_columns(path, header, fix="move it aside or pass another --out")
-        widened = header + [c for c in COLUMNS if c not in header]
-        if widened != header:
-            _rewrite_with_header(path, widened)
-        _append_bytes(path, _render(rows, widened, with_header=False))
+    with fs_errors("append to", path):
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with _exclusive_lock(path):
+            header, complete_bytes = _header_and_complete_bytes(path)
+            if header is None:
+                _append_bytes(path, _render(rows, COLUMNS, with_header=True), keep_bytes=0)
+                return
+            _check_columns(path, header, fix=_FOREIGN_FIX)
+            widened = header + [c for c in COLUMNS if c not in header]
+            if widened != header:
+                _rewrite_with_header(path, widened, complete_bytes, _render(rows, widened, with_header=False))
+            else:
+                _append_bytes(path, _render(rows, header, with_header=False), keep_bytes=complete_bytes)
 
 
 @contextlib.contextmanager
@@ -58,31 +75,31 @@ def _exclusive_lock(path: Path):
             fcntl.flock(lock.fileno(), fcntl.LOCK_UN)
 
 
-def _repaired_header(path: Path) -> list[str] | None:
-    """The file's header after cutting off a torn last line; None when there is no file or no complete header."""
+def _header_and_complete_bytes(path: Path) -> tuple[list[str] | None, int]:
+    """(header, bytes up to the last newline); the header is None when there is no file or no complete line.
+
+    Bytes after the last newline are a line left unfinished by a writer killed inside write():
+    the next append cuts them off."""
     if not path.exists():
-        return None
-    with open(path, "r+b") as handle:
-        if _drop_torn_tail(handle.fileno()) == 0:
-            return None
+        return None, 0
+    with open(path, "rb") as handle:
+        complete_bytes = _complete_bytes(handle.fileno())
+        if complete_bytes == 0:
+            return None, 0
         first_line = handle.readline().decode("utf-8", errors="replace")
-    return next(csv.reader([first_line]))
+    return next(csv.reader([first_line])), complete_bytes
 
 
-def _drop_torn_tail(descriptor: int, chunk: int = 65536) -> int:
-    """Truncate the file after its last newline (a writer killed inside write() leaves no newline); new size."""
-    size = os.fstat(descriptor).st_size
-    end = size
+def _complete_bytes(descriptor: int, chunk: int = 65536) -> int:
+    """The file's size up to and including its last newline."""
+    end = os.fstat(descriptor).st_size
     while end > 0:
         start = max(0, end - chunk)
         newline = os.pread(descriptor, end - start, start).rfind(b"\n")
         if newline >= 0:
-            end = start + newline + 1
-            break
+            return start + newline + 1
         end = start
-    if end != size:
-        os.ftruncate(descriptor, end)
-    return end
+    return 0
 
 
 def _check_columns(path: Path, header: list[str], fix: str) -> None:
@@ -91,18 +108,22 @@ def _check_columns(path: Path, header: list[str], fix: str) -> None:
         raise EvalsuiteError(f"{path} is not an evalsuite leaderboard (missing columns: {', '.join(missing)}); {fix}")
 
 
-def _rewrite_with_header(path: Path, header: list[str]) -> None:
-    """Copy every row under a wider header into a new file, swapped in atomically (readers see old or new)."""
-    with open(path, newline="") as handle:
-        old_rows = list(csv.DictReader(handle))
-    staging = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    with open(staging, "w", newline="") as handle:
-        writer = csv.DictWriter(handle, fieldnames=header, restval="", lineterminator="\n")
-        writer.writeheader()
-        writer.writerows(old_rows)
-        handle.flush()
-        os.fsync(handle.fileno())
-    os.replace(staging, path)
+def _rewrite_with_header(path: Path, header: list[str], complete_bytes: int, new_rows: bytes) -> None:
+    """Every old row under a wider header plus the new rows, in a new file swapped in atomically.
+
+    Readers see the old file or the new one; a failure (a full disk) leaves the old one and no temp file."""
+    with open(path, "rb") as handle:
+        old_text = handle.read(complete_bytes).decode("utf-8", errors="surrogateescape")
+    old_rows = csv.DictReader(io.StringIO(old_text, newline=""))
+    with staged(path) as staging:
+        with open(staging, "w", newline="", encoding="utf-8", errors="surrogateescape") as handle:
+            writer = csv.DictWriter(handle, fieldnames=header, restval="", lineterminator="\n")
+            writer.writeheader()
+            writer.writerows(old_rows)
+            handle.write(new_rows.decode())
+            handle.flush()
+            os.fsync(handle.fileno())
+    fsync_dir(path.parent)
 
 
 def _render(rows: list[dict], header: list[str], with_header: bool) -> bytes:
@@ -115,22 +136,37 @@ def _render(rows: list[dict], header: list[str], with_header: bool) -> bytes:
     return buffer.getvalue().encode()
 
 
-def _append_bytes(path: Path, data: bytes) -> None:
-    descriptor = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+def _append_bytes(path: Path, data: bytes, keep_bytes: int) -> None:
+    """Cut the file to `keep_bytes` (dropping a torn last line) and append `data` in one write()."""
+    existed = path.exists()
+    descriptor = os.open(path, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o644)
     try:
-        size_before = os.fstat(descriptor).st_size
+        torn_tail = os.pread(descriptor, os.fstat(descriptor).st_size - keep_bytes, keep_bytes)
         try:
+            if torn_tail:
+                os.ftruncate(descriptor, keep_bytes)
             # One write() per batch is what keeps concurrent batches whole and in one piece.
             written = os.write(descriptor, data)
             if written != len(data):
-                raise EvalsuiteError(f"could not append to {path}: wrote {written} of {len(data)} bytes (disk full?)")
+                # A short write to a regular file means the disk or the quota is full.
+                raise OSError(errno.ENOSPC, f"wrote {written} of {len(data)} bytes")
             os.fsync(descriptor)
         except BaseException:
-            # Leave no partial batch behind: the file goes back to exactly what it was.
-            os.ftruncate(descriptor, size_before)
+            _restore(descriptor, path, keep_bytes, torn_tail, existed)
             raise
     finally:
         os.close(descriptor)
+
+
+def _restore(descriptor: int, path: Path, keep_bytes: int, torn_tail: bytes, existed: bool) -> None:
+    """Put the file back byte for byte as it was before a failed append."""
+    if not existed:
+        discard(path)
+        return
+    with contextlib.suppress(OSError):  # best effort: the error being raised is the one to report
+        os.ftruncate(descriptor, keep_bytes)
+        if torn_tail:
+            os.write(descriptor, torn_tail)
 
 
 def read_rows(path: Path) -> list[dict]:

@@ -1,5 +1,6 @@
 """One results JSON per run under <out>/runs/: written atomically, found again by run id, and the versions it records."""
 
+import contextlib
 import glob
 import json
 import os
@@ -8,6 +9,7 @@ import subprocess
 from pathlib import Path
 
 from evalsuite.errors import EvalsuiteError
+from evalsuite.fsio import discard, fs_errors, staging_name, write_durably
 
 RESULTS_SCHEMA_VERSION = 1
 RUNS_FOLDER = "runs"
@@ -48,15 +50,31 @@ def _git(checkout: Path, *args: str) -> str:
 
 
 def write_run_json(out_dir: Path, record: dict) -> Path:
+    with staged_run_json(out_dir, record) as path:
+        pass
+    return path
+
+
+@contextlib.contextmanager
+def staged_run_json(out_dir: Path, record: dict):
+    """Write the run's results JSON to a temp file; it moves into place when the block succeeds.
+
+    The runner appends the leaderboard rows inside the block, so a run JSON exists only when a
+    row names it; on any failure the temp file is removed. Yields the final path."""
     folder = Path(out_dir) / RUNS_FOLDER
-    folder.mkdir(parents=True, exist_ok=True)
     path = folder / f"{record['run_id']}.json"
     # cwd: relative paths in `command` and `config` resolve against it when re-running.
     document = {"results_schema": RESULTS_SCHEMA_VERSION, "cwd": os.getcwd(), **record}
-    staging = path.with_suffix(".json.tmp")
-    staging.write_text(json.dumps(document, indent=2, sort_keys=True))
-    os.replace(staging, path)
-    return path
+    staging = staging_name(path)
+    try:
+        with fs_errors("write results", path):
+            folder.mkdir(parents=True, exist_ok=True)
+            write_durably(staging, json.dumps(document, indent=2, sort_keys=True).encode())
+        yield path
+        with fs_errors("write results", path):
+            os.replace(staging, path)
+    finally:
+        discard(staging)
 
 
 def find_run_json(out_dir: Path, run_id: str) -> Path:

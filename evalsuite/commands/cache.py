@@ -11,6 +11,8 @@ def add_parser(commands, common) -> None:
     cache.add_argument("keys", nargs="*", help="cache keys or key prefixes (rm needs at least one; "
                                                "ls/verify default to all)")
     cache.add_argument("--out", default=DEFAULT_OUT, help=f"output folder (default ./{DEFAULT_OUT})")
+    cache.add_argument("--all", action="store_true", help="rm: remove every cache a prefix matches (without it, a "
+                                                          "prefix matching several caches is refused)")
     cache.set_defaults(handler=main)
 
 
@@ -34,19 +36,37 @@ def _status(cache, key: str) -> str:
     return "complete" if manifest.get("complete") else f"partial {done}/{len(manifest['chunks'])} chunks"
 
 
-def main(args) -> None:
-    from evalsuite.budget import human_bytes
-    from evalsuite.cache import FeatureCache
+def _checked_rm_prefixes(cache, prefixes: list[str], remove_all: bool) -> None:
+    """rm deletes data: an empty prefix (an unset shell variable) or one naming several caches needs care."""
     from evalsuite.errors import EvalsuiteError
 
-    cache = FeatureCache(Path(args.out) / "cache")
-    if args.action == "rm" and not args.keys:
+    if not prefixes:
         raise EvalsuiteError("cache rm needs keys or key prefixes; see `evalsuite cache ls`")
-    keys = _selected(cache, args.keys)
-    ACTIONS[args.action](cache, keys, human_bytes)
+    if any(not p.strip() for p in prefixes):
+        raise EvalsuiteError("cache rm was given an empty key prefix, which would match every cache; "
+                             "give keys or prefixes from `evalsuite cache ls`")
+    if remove_all:
+        return
+    for prefix in prefixes:
+        matches = _selected(cache, [prefix])
+        if len(matches) > 1:
+            _ls(cache, matches)
+            raise EvalsuiteError(f"key prefix '{prefix}' matches {len(matches)} caches under {cache.root} (listed "
+                                 "above); give more of the key, or pass --all to remove them all")
 
 
-def _ls(cache, keys, human_bytes) -> None:
+def main(args) -> None:
+    from evalsuite.cache import FeatureCache
+
+    cache = FeatureCache(Path(args.out) / "cache")
+    if args.action == "rm":
+        _checked_rm_prefixes(cache, args.keys, args.all)
+    ACTIONS[args.action](cache, _selected(cache, args.keys))
+
+
+def _ls(cache, keys) -> None:
+    from evalsuite.budget import human_bytes
+
     print(f"{'key':<26}{'size':>12}  {'status':<22}{'shape':<18}task/split  model")
     for key in keys:
         manifest = cache.manifest(key) or {}
@@ -56,8 +76,8 @@ def _ls(cache, keys, human_bytes) -> None:
               f"{fields.get('card', '?')}/{fields.get('split', '?')}  {fields.get('model', '?')}")
 
 
-def _verify(cache, keys, human_bytes) -> None:
-    from evalsuite.cache import corrupt_chunks
+def _verify(cache, keys) -> None:
+    from evalsuite.cache import FEATURES_FILE, MemmapFeatures, corrupt_chunks, first_non_finite_row
     from evalsuite.errors import EvalsuiteError
 
     problems = []
@@ -65,9 +85,12 @@ def _verify(cache, keys, human_bytes) -> None:
         manifest = cache.manifest(key)
         if manifest is None:
             verdict = "no manifest (not an evalsuite cache or never started)"
+        elif bad := corrupt_chunks(cache.folder(key), manifest):
+            verdict = f"CORRUPT chunks {bad}"
+        elif (bad_row := first_non_finite_row(MemmapFeatures(cache.folder(key) / FEATURES_FILE))) is not None:
+            verdict = f"CORRUPT NaN/inf features from sample {bad_row}"
         else:
-            bad = corrupt_chunks(cache.folder(key), manifest)
-            verdict = f"CORRUPT chunks {bad}" if bad else _status(cache, key)
+            verdict = _status(cache, key)
         print(f"{key}  {verdict}")
         if verdict != "complete":
             problems.append(key)
@@ -76,7 +99,9 @@ def _verify(cache, keys, human_bytes) -> None:
                              "rerun the run to finish them or `evalsuite cache rm KEY`")
 
 
-def _rm(cache, keys, human_bytes) -> None:
+def _rm(cache, keys) -> None:
+    from evalsuite.budget import human_bytes
+
     for key in keys:
         freed = cache.size_bytes(key)
         cache.remove(key)

@@ -1,0 +1,115 @@
+"""File-system faults as one-line user errors, and files that appear whole or not at all.
+
+A full disk, a read-only mount, a permission problem or a file where a folder should be is
+the user's environment, not a bug: each write site wraps its OSError with `fs_errors`, which
+names the path and what to do (one fix per errno). `staged` writes beside the target and
+renames, removing its temp file on every exit path, so a fault leaves no debris.
+"""
+
+import contextlib
+import errno
+import os
+from pathlib import Path
+
+from evalsuite.errors import EvalsuiteError
+
+_MORE_ROOM = "free space there or pass an --out folder on a disk with room"
+_MOVE_ASIDE = "move it aside or pass another --out"
+# errno -> (what went wrong, what to do)
+_EXPLAINED = {
+    errno.ENOSPC: ("no space left on the device", _MORE_ROOM),
+    errno.EDQUOT: ("disk quota exceeded", _MORE_ROOM),
+    errno.EROFS: ("read-only file system", "pass an --out folder on a writable file system"),
+    errno.EACCES: ("permission denied", "make it writable for this user or pass another --out"),
+    errno.EPERM: ("operation not permitted", "make it writable for this user or pass another --out"),
+    errno.ENOTDIR: ("a part of the path is a file, not a folder", "move that file aside or pass another --out"),
+    errno.EEXIST: ("a file is in the way of a folder", _MOVE_ASIDE),
+    errno.EISDIR: ("it is a folder, not a file", _MOVE_ASIDE),
+}
+
+
+def fs_error(action: str, path, exc: OSError) -> EvalsuiteError:
+    """`cannot ACTION PATH: what went wrong; what to do`."""
+    reason, fix = _EXPLAINED.get(exc.errno, (exc.strerror or str(exc), "check the file system holding --out"))
+    return EvalsuiteError(f"cannot {action} {path}: {reason}; {fix}")
+
+
+@contextlib.contextmanager
+def fs_errors(action: str, path):
+    """Turn an OSError raised in the block into a one-line EvalsuiteError about `path`."""
+    try:
+        yield
+    except OSError as exc:
+        raise fs_error(action, path, exc) from None
+
+
+@contextlib.contextmanager
+def staged(path: Path):
+    """A temp name beside `path` for the block to fill; renamed onto `path` when the block succeeds.
+
+    The temp file is removed however the block ends, so an error (a full disk, an exception, a
+    signal) leaves neither a half-written target nor a temp file."""
+    staging = staging_name(path)
+    try:
+        yield staging
+        os.replace(staging, path)
+    finally:
+        discard(staging)
+
+
+def staging_name(path: Path) -> Path:
+    """The temp file beside `path` that this process fills before renaming it onto `path`."""
+    path = Path(path)
+    return path.with_name(f".{path.name}.{os.getpid()}.tmp")
+
+
+def discard(path: Path) -> None:
+    with contextlib.suppress(FileNotFoundError):
+        os.unlink(path)
+
+
+def write_durably(path: Path, data: bytes) -> None:
+    """Write `data` to a new file and fsync it (its bytes are on disk before it is renamed into place)."""
+    with open(path, "wb") as handle:
+        handle.write(data)
+        handle.flush()
+        os.fsync(handle.fileno())
+
+
+def fsync_dir(folder: Path) -> None:
+    descriptor = os.open(folder, os.O_RDONLY)
+    try:
+        os.fsync(descriptor)
+    finally:
+        os.close(descriptor)
+
+
+def check_out_folder(out: Path, subfolders=("cache", "runs")) -> None:
+    """--out is a folder, or can be created, and this process can write in it: checked before any work.
+
+    Nothing is created: a run refused later for another reason leaves no empty --out behind."""
+    out = Path(out)
+    existing = out
+    while not existing.exists() and existing != existing.parent:
+        existing = existing.parent
+    if not existing.is_dir():
+        where = "it" if existing == out else f"{existing}"
+        raise EvalsuiteError(f"--out {out} is not a folder: {where} is a file; pass a folder (it is created if missing)")
+    if existing != out:
+        _check_writable(existing, f"create --out {out} in")
+        return
+    _check_writable(out, "write in")
+    for name in subfolders:
+        sub = out / name
+        if sub.exists() and not sub.is_dir():
+            raise EvalsuiteError(f"{sub} is a file, not a folder; {_MOVE_ASIDE}")
+        if sub.is_dir():
+            _check_writable(sub, "write in")
+
+
+def _check_writable(folder: Path, action: str) -> None:
+    # Creating a file is the only test that sees ACLs, root squash and read-only mounts alike.
+    probe = folder / f".evalsuite-write-check-{os.getpid()}"
+    with fs_errors(action, folder):
+        os.close(os.open(probe, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600))
+        os.unlink(probe)

@@ -1,0 +1,451 @@
+"""File-system faults, non-finite caches and `cache rm` safety: the rows of the bad-input corpus (issue 13)
+that tests/test_bad_input_corpus.py leaves to this file.
+
+Every fault must end in one `evalsuite: error:` line naming the path and what to do, exit 2, with no
+temp file left behind and the caches and leaderboard as they were. Real faults come from small tmpfs
+mounts: a read-only remount, and a file system filled up to a chosen number of free bytes (so the
+run's own writes hit ENOSPC). Mounting needs root; without it those tests skip. A fault at one precise
+write call (a chunk's pwrite or fsync, a manifest rename, the leaderboard's write) is injected by
+patching that `os` function for the one file. Runs go through the CLI's main() in this process (the
+imports and one extraction are paid once) on a tiny CRC layout and timm's 64-wide test_vit.
+"""
+
+import csv
+import errno
+import hashlib
+import io
+import json
+import os
+import shutil
+import subprocess
+import tempfile
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from conftest import assert_one_line_error, leaderboard_rows
+from evalsuite import cli, runner
+from evalsuite.leaderboard import COLUMNS
+from fixtures_tiles import make_crc
+
+RUN = ["run", "--task", "crc", "--no-count-check", "--model", "test_vit", "--random-init", "--precision", "fp32",
+       "--num-workers", "0", "--probes", "knn"]
+FOREIGN_CSV = b"name,score\nx,1\n"
+NOBODY = 65534
+PAGE = os.sysconf("SC_PAGE_SIZE")
+
+
+@pytest.fixture(scope="module")
+def shared():
+    """A world-readable folder (one test runs as `nobody`) with the tiny CRC data and a complete cached run."""
+    base = Path(tempfile.mkdtemp(prefix="evalsuite-fs-faults-"))
+    base.chmod(0o755)
+    data = make_crc(base / "data", train_per_class=2, test_per_class=1, size=(16, 16))
+    assert cli.main([*RUN, "--data-root", str(data), "--out", str(base / "cached")]) == 0
+    yield {"data": data, "cached": base / "cached", "base": base}
+    shutil.rmtree(base)
+
+
+def run(capsys, shared, out, *extra) -> subprocess.CompletedProcess:
+    """`evalsuite run` on the tiny CRC layout through the CLI's main(), as a completed process."""
+    capsys.readouterr()
+    code = cli.main([*RUN, "--data-root", str(shared["data"]), "--out", str(out), *extra])
+    captured = capsys.readouterr()
+    return subprocess.CompletedProcess(RUN, code, captured.out, captured.err)
+
+
+def cache_cli(capsys, *args) -> subprocess.CompletedProcess:
+    capsys.readouterr()
+    code = cli.main(["cache", *map(str, args)])
+    captured = capsys.readouterr()
+    return subprocess.CompletedProcess(["cache", *args], code, captured.out, captured.err)
+
+
+def expect_error(result, *fragments) -> None:
+    assert result.returncode == 2, result.stderr
+    assert_one_line_error(result, *fragments)
+
+
+def snapshot(folder: Path) -> dict:
+    """Every file's bytes, lock files aside (empty, created by any run, and no data)."""
+    return {str(p.relative_to(folder)): p.read_bytes() for p in sorted(Path(folder).rglob("*"))
+            if p.is_file() and p.suffix != ".lock"}
+
+
+def debris(folder: Path) -> list[str]:
+    return [str(p) for p in Path(folder).rglob("*") if p.name.endswith(".tmp") or "write-check" in p.name]
+
+
+def cache_keys(out: Path) -> list[str]:
+    return sorted(p.name for p in (out / "cache").iterdir() if p.is_dir() and not p.name.startswith(".")) \
+        if (out / "cache").is_dir() else []
+
+
+def run_jsons(out: Path) -> list[str]:
+    return sorted(p.name for p in (out / "runs").glob("*")) if (out / "runs").is_dir() else []
+
+
+def old_schema_leaderboard(path: Path, min_bytes: int = 0) -> bytes:
+    """Rewrite a leaderboard with the schema-3 header (no `precision`), so the next append widens it."""
+    rows = leaderboard_rows(path.parent)
+    header = COLUMNS[: COLUMNS.index("precision")]
+    buffer = io.StringIO()
+    writer = csv.DictWriter(buffer, fieldnames=header, extrasaction="ignore", lineterminator="\n")
+    writer.writeheader()
+    copy = 0
+    while copy == 0 or len(buffer.getvalue()) < min_bytes:
+        writer.writerows({**row, "schema": 3, "run_id": f"{row['run_id']}-{copy}"} for row in rows)
+        copy += 1
+    path.write_bytes(buffer.getvalue().encode())
+    return path.read_bytes()
+
+
+# ---- small real file systems ---------------------------------------------------------------------------------
+
+@pytest.fixture
+def tmpfs(tmp_path):
+    """mount(size_bytes) -> the mount point of a fresh tmpfs; unmounted when the test ends."""
+    points = []
+
+    def mount(size_bytes: int = 4 * 1024**2) -> Path:
+        point = tmp_path / f"tmpfs{len(points)}"
+        point.mkdir()
+        result = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size_bytes}", "evalsuite-test", str(point)],
+                                capture_output=True, text=True) if shutil.which("mount") else None
+        if result is None or result.returncode != 0:
+            pytest.skip(f"cannot mount a tmpfs here (needs root): {result.stderr.strip() if result else 'no mount'}")
+        points.append(point)
+        return point
+
+    yield mount
+    for point in reversed(points):
+        subprocess.run(["umount", str(point)], check=True)
+
+
+def remount_read_only(point: Path) -> None:
+    subprocess.run(["mount", "-o", "remount,ro", str(point)], check=True)
+
+
+def free_bytes(point: Path) -> int:
+    stats = os.statvfs(point)
+    return stats.f_bavail * stats.f_frsize
+
+
+def fill_leaving(point: Path, free: int) -> None:
+    """Fill the file system with a file, then give `free` bytes back: writes beyond them fail with ENOSPC."""
+    filler = point / "filler"
+    descriptor = os.open(filler, os.O_WRONLY | os.O_CREAT)
+    try:
+        while True:
+            os.write(descriptor, b"\xff" * 65536)
+    except OSError as exc:
+        assert exc.errno == errno.ENOSPC, exc
+    finally:
+        os.close(descriptor)
+    os.truncate(filler, filler.stat().st_size - free)
+    assert free <= free_bytes(point) < free + PAGE
+
+
+# ---- --out that cannot hold a run ----------------------------------------------------------------------------
+
+def _out_is_a_file(root):
+    (root / "x").write_text("notes\n")
+    return root / "x", [str(root / "x"), "is a file"]
+
+
+def _parent_is_a_file(root):
+    (root / "x").write_text("notes\n")
+    return root / "x" / "sub", [str(root / "x" / "sub"), f"{root / 'x'} is a file"]
+
+
+def _sub_folder_is_a_file(name):
+    def setup(root):
+        (root / "out").mkdir()
+        (root / "out" / name).write_text("notes\n")
+        return root / "out", [str(root / "out" / name), "is a file, not a folder"]
+    return setup
+
+
+def _leaderboard_is_a_folder(root):
+    (root / "out" / "leaderboard.csv").mkdir(parents=True)
+    return root / "out", [str(root / "out" / "leaderboard.csv"), "is a folder"]
+
+
+NOT_A_FOLDER = {"out-is-a-file": _out_is_a_file, "parent-is-a-file": _parent_is_a_file,
+                "runs-is-a-file": _sub_folder_is_a_file("runs"), "cache-is-a-file": _sub_folder_is_a_file("cache"),
+                "leaderboard-is-a-folder": _leaderboard_is_a_folder}
+
+
+@pytest.mark.parametrize("case", NOT_A_FOLDER)
+def test_out_that_cannot_hold_a_run_is_refused_before_any_work(capsys, shared, tmp_path, case):
+    out, fragments = NOT_A_FOLDER[case](tmp_path)
+    before = sorted(map(str, tmp_path.rglob("*")))
+    expect_error(run(capsys, shared, out), *fragments, "--out")
+    assert sorted(map(str, tmp_path.rglob("*"))) == before  # nothing created, nothing extracted
+
+
+READ_ONLY = ["cached-run", "new-extraction", "old-header-leaderboard", "new-sub-folder"]
+
+
+@pytest.mark.parametrize("case", READ_ONLY)
+def test_read_only_out_is_a_one_line_error_and_changes_nothing(capsys, shared, tmpfs, case):
+    fs = tmpfs()
+    out = fs / "out"
+    if case in ("cached-run", "old-header-leaderboard"):
+        shutil.copytree(shared["cached"], out)
+    if case == "old-header-leaderboard":
+        old_schema_leaderboard(out / "leaderboard.csv")
+    if case == "new-extraction":
+        out.mkdir()
+    if case == "new-sub-folder":
+        out = fs / "new" / "sub"
+    remount_read_only(fs)
+    before = snapshot(fs)
+    expect_error(run(capsys, shared, out), str(out), "read-only file system", "writable")
+    assert snapshot(fs) == before
+
+
+# ---- a full disk ---------------------------------------------------------------------------------------------
+
+def test_disk_full_while_writing_results_leaves_no_run_json_and_no_temp_file(capsys, shared, tmpfs):
+    fs = tmpfs()
+    out = fs / "out"
+    shutil.copytree(shared["cached"], out)
+    fill_leaving(fs, 0)
+    before = snapshot(out)
+    expect_error(run(capsys, shared, out), str(out / "runs"), "no space left", "free space")
+    assert snapshot(out) == before
+    assert not debris(fs)
+
+
+def test_disk_full_while_widening_the_leaderboard_header_leaves_it_as_it_was(capsys, shared, tmpfs):
+    fs = tmpfs()
+    out = fs / "out"
+    shutil.copytree(shared["cached"], out)
+    old = old_schema_leaderboard(out / "leaderboard.csv", min_bytes=256 * 1024)
+    fill_leaving(fs, 64 * 1024)  # room for the run JSON (a few KiB), not for the widened copy of the leaderboard
+    runs_before = run_jsons(out)
+    expect_error(run(capsys, shared, out), str(out / "leaderboard.csv"), "no space left")
+    assert (out / "leaderboard.csv").read_bytes() == old
+    assert run_jsons(out) == runs_before
+    assert not debris(fs)
+
+
+def test_disk_full_during_extraction_leaves_no_partial_cache(capsys, shared, tmpfs):
+    fs = tmpfs()
+    out = fs / "out"
+    out.mkdir()
+    # The budget planner sees room for the features (27 rows x 64 float16 = 3.4 KB); the cache's
+    # headers, labels and manifests need more pages than that, so a write inside extraction fails.
+    fill_leaving(fs, 2 * PAGE)
+    expect_error(run(capsys, shared, out), str(out / "cache"), "no space left")
+    assert cache_keys(out) == [] and run_jsons(out) == [] and not (out / "leaderboard.csv").exists()
+    assert not debris(fs)
+
+
+# ---- a fault at one write call -------------------------------------------------------------------------------
+
+def inject(monkeypatch, function: str, file_name: str, error: int, after: int = 0, times: int = 1 << 30) -> None:
+    """os.FUNCTION raises OSError(error) for `file_name` on `times` calls, after `after` successful ones."""
+    real = getattr(os, function)
+    calls = []
+
+    def target_of(args) -> str:
+        target = args[1] if function == "replace" else args[0]
+        return os.readlink(f"/proc/self/fd/{target}") if isinstance(target, int) else str(target)
+
+    def failing(*args, **kwargs):
+        if Path(target_of(args)).name == file_name:
+            calls.append(1)
+            if after < len(calls) <= after + times:
+                raise OSError(error, os.strerror(error))
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(os, function, failing)
+
+
+CACHE_WRITE_FAULTS = {
+    "chunk-pwrite-full": ("pwrite", "features.npy", errno.ENOSPC, 0, ["features.npy", "no space left"]),
+    "chunk-fsync-io-error": ("fsync", "features.npy", errno.EIO, 0, ["features.npy", "Input/output error"]),
+    "manifest-create-full": ("replace", "manifest.json", errno.ENOSPC, 0, ["create feature cache", "no space left"]),
+    "manifest-update-quota": ("replace", "manifest.json", errno.EDQUOT, 1, ["manifest.json", "disk quota exceeded"]),
+}
+
+
+@pytest.mark.parametrize("case", CACHE_WRITE_FAULTS)
+def test_fault_at_a_cache_write_leaves_no_cache_and_no_temp_file(capsys, shared, tmp_path, monkeypatch, case):
+    function, file_name, error, after, fragments = CACHE_WRITE_FAULTS[case]
+    out = tmp_path / "out"
+    inject(monkeypatch, function, file_name, error, after)
+    expect_error(run(capsys, shared, out), str(out / "cache"), *fragments)
+    assert cache_keys(out) == []  # the train cache failed before its first chunk was recorded: nothing to resume
+    assert run_jsons(out) == [] and not (out / "leaderboard.csv").exists()
+    assert not debris(tmp_path)
+
+
+def test_disk_full_after_the_first_chunk_leaves_a_cache_the_rerun_resumes(capsys, shared, tmp_path, monkeypatch):
+    out = tmp_path / "out"
+    with monkeypatch.context() as patch:
+        inject(patch, "pwrite", "features.npy", errno.ENOSPC, after=1)
+        expect_error(run(capsys, shared, out, "--chunk-rows", "8"), "features.npy", "no space left")
+    (key,) = cache_keys(out)
+    manifest = json.loads((out / "cache" / key / "manifest.json").read_text())
+    assert [chunk["done"] for chunk in manifest["chunks"]] == [True, False] and not manifest["complete"]  # 9 rows
+    assert not debris(tmp_path)
+    rerun = run(capsys, shared, out, "--chunk-rows", "8")
+    assert rerun.returncode == 0, rerun.stderr
+    (name,) = run_jsons(out)
+    assert json.loads((out / "runs" / name).read_text())["samples_extracted"]["train"] == 9 - 8
+
+
+def test_disk_full_appending_to_the_leaderboard_leaves_it_byte_for_byte(capsys, shared, tmp_path, monkeypatch):
+    out = tmp_path / "out"
+    shutil.copytree(shared["cached"], out)
+    with open(out / "leaderboard.csv", "ab") as handle:
+        handle.write(b"5,torn-by-a-killed-writer,2026")  # an unfinished last line, cut off by the next append
+    before, runs_before = snapshot(out), run_jsons(out)
+    inject(monkeypatch, "write", "leaderboard.csv", errno.ENOSPC, times=1)  # the rows' write; the restore works
+    expect_error(run(capsys, shared, out), str(out / "leaderboard.csv"), "no space left")
+    assert snapshot(out) == before and run_jsons(out) == runs_before
+    assert not debris(tmp_path)
+
+
+# ---- permissions ---------------------------------------------------------------------------------------------
+
+@pytest.fixture
+def as_nobody():
+    """Run the block with the effective uid of `nobody` (root bypasses permission bits)."""
+    if os.geteuid() != 0:
+        pytest.skip("needs root to switch to the nobody user")
+
+    class Nobody:
+        def __enter__(self):
+            os.seteuid(NOBODY)
+
+        def __exit__(self, *exc):
+            os.seteuid(0)
+
+    return Nobody()
+
+
+def test_out_without_write_permission_is_refused_before_any_work(capsys, shared, as_nobody):
+    out = Path(tempfile.mkdtemp(prefix="out-", dir=shared["base"]))
+    out.chmod(0o555)
+    with as_nobody:
+        result = run(capsys, shared, out)
+    expect_error(result, str(out), "permission denied", "writable for this user")
+    assert not list(out.iterdir())
+
+
+def test_leaderboard_without_write_permission_leaves_no_run_json(capsys, shared, as_nobody):
+    parent = Path(tempfile.mkdtemp(prefix="out-", dir=shared["base"]))
+    parent.chmod(0o755)
+    out = parent / "out"
+    shutil.copytree(shared["cached"], out)
+    for path in [out, *out.rglob("*")]:
+        os.chown(path, NOBODY, -1)
+    os.chown(out / "leaderboard.csv", 0, -1)  # root's, mode 0644: nobody reads it but cannot append
+    before, runs_before = snapshot(out), run_jsons(out)
+    with as_nobody:
+        result = run(capsys, shared, out)
+    expect_error(result, str(out / "leaderboard.csv"), "permission denied")
+    assert snapshot(out) == before and run_jsons(out) == runs_before
+    assert not debris(out)
+
+
+# ---- a leaderboard.csv that is not an evalsuite file -----------------------------------------------------------
+
+def test_foreign_leaderboard_refuses_before_anything_is_written(capsys, shared, tmp_path):
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "leaderboard.csv").write_bytes(FOREIGN_CSV)
+    expect_error(run(capsys, shared, out), str(out / "leaderboard.csv"), "not an evalsuite leaderboard")
+    assert sorted(p.name for p in out.iterdir()) == ["leaderboard.csv"]
+    assert (out / "leaderboard.csv").read_bytes() == FOREIGN_CSV
+
+
+def test_leaderboard_turning_foreign_during_the_run_leaves_no_run_json(capsys, shared, tmp_path, monkeypatch):
+    out = tmp_path / "out"
+    shutil.copytree(shared["cached"], out)
+    runs_before = run_jsons(out)
+    real_run_probe = runner._run_probe
+
+    def probe_then_another_tool_writes_the_csv(*args, **kwargs):
+        result = real_run_probe(*args, **kwargs)
+        (out / "leaderboard.csv").write_bytes(FOREIGN_CSV)
+        return result
+
+    monkeypatch.setattr(runner, "_run_probe", probe_then_another_tool_writes_the_csv)
+    expect_error(run(capsys, shared, out), "not an evalsuite leaderboard")
+    assert run_jsons(out) == runs_before  # no run JSON that no leaderboard row names
+    assert (out / "leaderboard.csv").read_bytes() == FOREIGN_CSV
+    assert not debris(out)
+
+
+# ---- a cache holding NaN or inf --------------------------------------------------------------------------------
+
+def _poison_with_matching_checksums(cache_folder: Path, value: float, row: int) -> None:
+    """Overwrite one row on disk and update the manifest's checksums, as a stray edit or tool would."""
+    features = np.load(cache_folder / "features.npy", mmap_mode="r+")
+    features[row, :4] = value
+    features.flush()
+    del features
+    manifest = json.loads((cache_folder / "manifest.json").read_text())
+    row_bytes = int(np.prod(manifest["shape"][1:])) * 2
+    data = (cache_folder / "features.npy").read_bytes()
+    for chunk in manifest["chunks"]:
+        start = manifest["data_offset_bytes"] + chunk["start"] * row_bytes
+        chunk["sha256"] = hashlib.sha256(data[start : start + (chunk["stop"] - chunk["start"]) * row_bytes]).hexdigest()
+    (cache_folder / "manifest.json").write_text(json.dumps(manifest))
+
+
+@pytest.mark.parametrize("value,mode", [(np.inf, "ram"), (np.nan, "memmap")], ids=["inf-ram", "nan-memmap"])
+def test_cache_holding_non_finite_values_is_reported_as_a_corrupt_cache(capsys, shared, tmp_path, value, mode):
+    out = tmp_path / "out"
+    shutil.copytree(shared["cached"], out)
+    key = next(m.parent.name for m in (out / "cache").glob("*/manifest.json")
+               if json.loads(m.read_text())["fields"]["split"] == "train")
+    _poison_with_matching_checksums(out / "cache" / key, value, row=5)
+    runs_before = run_jsons(out)
+
+    expect_error(run(capsys, shared, out, "--cache", mode), key, "corrupt", "sample 5", "NaN/inf",
+                 f"evalsuite cache rm {key}")
+    assert run_jsons(out) == runs_before
+    verify = cache_cli(capsys, "verify", "--out", out)
+    assert f"{key}  CORRUPT NaN/inf features from sample 5" in verify.stdout
+    expect_error(verify, "1 cache(s) not complete and intact", key)
+
+
+# ---- cache rm --------------------------------------------------------------------------------------------------
+
+def _fake_caches(out: Path, keys) -> None:
+    for key in keys:
+        (out / "cache" / key).mkdir(parents=True)
+        (out / "cache" / key / "features.npy").write_bytes(b"\0" * 10)
+
+
+KEYS = ["aa11aa11aa11aa11aa11aa11", "aa22aa22aa22aa22aa22aa22", "bb33bb33bb33bb33bb33bb33"]
+
+
+@pytest.mark.parametrize("args", [[""], ["  "], ["", "--all"], ["bb33", ""]], ids=["empty", "blank", "empty-all",
+                                                                                     "one-empty"])
+def test_cache_rm_refuses_an_empty_prefix(capsys, tmp_path, args):
+    _fake_caches(tmp_path, KEYS)
+    expect_error(cache_cli(capsys, "rm", *args, "--out", tmp_path), "empty key prefix", "evalsuite cache ls")
+    assert cache_keys(tmp_path) == KEYS
+
+
+def test_cache_rm_of_a_prefix_matching_several_caches_needs_all(capsys, tmp_path):
+    _fake_caches(tmp_path, KEYS)
+    refused = cache_cli(capsys, "rm", "aa", "--out", tmp_path)
+    expect_error(refused, "key prefix 'aa' matches 2 caches", "--all")
+    assert KEYS[0] in refused.stdout and KEYS[1] in refused.stdout and KEYS[2] not in refused.stdout
+    assert cache_keys(tmp_path) == KEYS
+
+    removed = cache_cli(capsys, "rm", "aa", "--all", "--out", tmp_path)
+    assert removed.returncode == 0, removed.stderr
+    assert f"removed {KEYS[0]}" in removed.stdout and f"removed {KEYS[1]}" in removed.stdout
+    assert cache_keys(tmp_path) == KEYS[2:]
+    assert cache_cli(capsys, "rm", "bb", "--out", tmp_path).returncode == 0  # one match: no --all needed
+    assert cache_keys(tmp_path) == []
