@@ -126,7 +126,7 @@ def _run_probe(recipe, card, split_data, device, seed: int, test_clusters=("tile
         means, intervals = probe.evaluate(split_data, "test")
         return {**_recipe_fields(recipe), "seed": seed, "selected_params": probe.selected_params_,
                 "metrics": {"test": means}, "intervals_95": {"test": intervals},
-                "fit_s": time.perf_counter() - started}
+                "intervals_95_unit": probe.interval_unit, "fit_s": time.perf_counter() - started}
     (train_x, train_y), (val_x, val_y) = split_data["train"], split_data["val"]
     probe.fit(train_x, train_y, val_x, val_y, selection_metric=card.selection_metric)
     score = METRICS_OF_KIND[card.kind]

@@ -101,7 +101,8 @@ def test_linear_probe_selects_the_same_head_and_scores_the_same_from_ram_and_fro
 
 @pytest.mark.slow
 def test_run_with_ram_and_memmap_caches_gives_the_same_heads_and_metrics(tmp_path):
-    """Through the CLI: the second run reuses the first's cache, read as a memory map instead of RAM."""
+    """Through the CLI: the second run reuses the first's cache, read as a memory map instead of RAM.
+    The run JSON also says what each probe's test interval is."""
     import json
 
     from conftest import run_cli
@@ -110,15 +111,41 @@ def test_run_with_ram_and_memmap_caches_gives_the_same_heads_and_metrics(tmp_pat
     recipe = tmp_path / "small_linear.yaml"  # a smaller grid and fewer epochs: the order matters, not the fit
     recipe.write_text("name: linear\nprobe: linear\nparams: {lr: [0.01, 0.001], weight_decay: [0.0, 0.01], "
                       "epochs: 10, batch_size: 32}\n")
+    fewshot = tmp_path / "small_fewshot.yaml"
+    fewshot.write_text("name: fewshot\nprobe: fewshot\nparams: {shots: [1, 4], support_sets: 20}\n")
     records = {}
     for mode in ("ram", "memmap"):
         result = run_cli("run", "--task", "demo", "--model", "test_vit", "--random-init", "--num-workers", "0",
-                         "--probes", recipe, "--cache", mode, "--out", out)
+                         "--probes", f"{recipe},{fewshot}", "--cache", mode, "--out", out)
         assert result.returncode == 0, result.stderr
         newest = max((out / "runs").glob("*.json"), key=lambda path: path.stat().st_mtime_ns)
         records[mode] = json.loads(newest.read_text())
     assert [records[mode]["cache"]["mode"] for mode in ("ram", "memmap")] == ["ram", "memmap"]
     assert records["memmap"]["samples_extracted"] == {split: 0 for split in ("train", "val", "test")}
-    ram, memmap = records["ram"]["probes"][0], records["memmap"]["probes"][0]
-    assert ram["selected_params"] == memmap["selected_params"]
-    assert ram["metrics"] == memmap["metrics"]
+    for ram, memmap in zip(records["ram"]["probes"], records["memmap"]["probes"]):
+        assert ram["selected_params"] == memmap["selected_params"]
+        assert ram["metrics"] == memmap["metrics"]
+    units = {probe["probe"]: probe["intervals_95_unit"] for probe in records["ram"]["probes"]}
+    assert units == {"linear": "tile", "fewshot": "support_set_spread"}  # what ci_low/ci_high hold
+
+
+def test_fewshot_interval_is_the_spread_of_single_support_sets_not_an_interval_of_the_mean():
+    from evalsuite.probes import FewShotProbe
+    from evalsuite.probes.fewshot import INTERVAL_UNIT
+
+    rng = np.random.default_rng(0)
+    centres = rng.normal(0, 1, size=(3, 16))
+    labels = np.repeat(np.arange(3), 80)
+    features = (centres[labels] + rng.normal(0, 1.5, size=(240, 16))).astype(np.float16)
+    split_data = {"train": (features[::2], labels[::2]), "test": (features[1::2], labels[1::2])}
+    name = "balanced_accuracy_1shot"
+    means, intervals = FewShotProbe(3, shots=[1], support_sets=200, batch_size=64, seed=0).evaluate(split_data)
+    low, high = intervals[name]
+    # Scores of single support sets, each drawn independently (one set per seed).
+    single = np.array([FewShotProbe(3, shots=[1], support_sets=1, seed=s).evaluate(split_data)[0][name]
+                       for s in range(1, 31)])
+    inside = np.mean((single >= low) & (single <= high))
+    assert inside >= 0.8, (low, high, single)  # about 95 % of single sets fall in it
+    mean_halfwidth = 1.96 * single.std(ddof=1) / np.sqrt(200)
+    assert high - low > 5 * 2 * mean_halfwidth  # far wider than the mean's own interval (about 10x)
+    assert FewShotProbe.interval_unit == INTERVAL_UNIT == "support_set_spread"

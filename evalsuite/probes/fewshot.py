@@ -3,8 +3,13 @@
 For each k in `shots` and each of `support_sets` draws: k training samples per class form the
 support set; features are centred on the support mean and L2-normalised; a test item goes to
 the nearest class centroid (cosine similarity to the normalised centroids). Each metric is
-reported as the mean over support sets with the 2.5-97.5 percentile interval. Test features
-are streamed once per k in float32 batches; all support sets are scored on each batch.
+reported as the mean over support sets. Its interval is the spread of single support sets:
+the 2.5 and 97.5 percentiles of the per-set scores, i.e. where the score of one randomly
+drawn k-shot support set falls 95 % of the time. It is not a confidence interval of the
+mean: that would only be about a tenth as wide with 100 sets (the standard error is the
+per-set standard deviation over sqrt(sets)), and it would say nothing about test sampling.
+Runs record this kind as `intervals_95_unit` = INTERVAL_UNIT. Test features are streamed
+once per k in float32 batches; all support sets are scored on each batch.
 """
 
 import numpy as np
@@ -15,8 +20,13 @@ from evalsuite.metrics import compute_metrics
 from evalsuite.probes._validate import check_features_labels
 
 
+# What `evaluate`'s intervals are, for the run JSON beside them (the bootstrap's are "patient", "tile", ...).
+INTERVAL_UNIT = "support_set_spread"
+
+
 class FewShotProbe:
     scores_whole_splits = True  # the runner asks for evaluate() instead of fit/predict_proba
+    interval_unit = INTERVAL_UNIT
 
     def __init__(self, num_classes: int, shots=(1, 2, 4, 8, 16), support_sets: int = 100, batch_size: int = 256,
                  device: torch.device = torch.device("cpu"), seed: int = 0):
@@ -29,7 +39,7 @@ class FewShotProbe:
         self.selected_params_ = {"shots": self.shots, "support_sets": self.support_sets}
 
     def evaluate(self, split_data: dict, split: str = "test") -> tuple[dict, dict]:
-        """({metric@kshot: mean}, {metric@kshot: (low, high)}) on one split."""
+        """({metric_kshot: mean over support sets}, {metric_kshot: (2.5, 97.5) percentiles of single sets})."""
         train_x, train_y = split_data["train"]
         train_y = check_features_labels(train_x, train_y, self.num_classes, "few-shot probe train split")
         test_x, test_y = split_data[split]
