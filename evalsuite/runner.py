@@ -22,12 +22,13 @@ from evalsuite.cpus import use_threads
 from evalsuite import distributed
 from evalsuite.errors import EvalsuiteError
 from evalsuite.features import prepare_features, used_precision
-from evalsuite.leaderboard import LEADERBOARD_FILE, append_rows
+from evalsuite.fsio import check_out_folder
+from evalsuite.leaderboard import LEADERBOARD_FILE, append_rows, check_appendable
 from evalsuite.metrics import compute_metrics
 from evalsuite.probes import PROBES
 from evalsuite.readers import build_reader
 from evalsuite.recipes import load_recipe
-from evalsuite.results import library_versions, write_run_json
+from evalsuite.results import library_versions, staged_run_json
 from evalsuite.segmentation_metrics import segmentation_split_metrics
 from evalsuite.transforms import describe_transform
 
@@ -65,6 +66,9 @@ def run(config: RunConfig) -> dict | None:
 
 def _run(config: RunConfig, dist, device) -> dict | None:
     started = time.perf_counter()
+    # A read-only, full-of-files or foreign --out fails now, not after hours of extraction.
+    check_out_folder(config.out_dir)
+    check_appendable(Path(config.out_dir) / LEADERBOARD_FILE)
     use_threads(config.threads)
     card = load_card(config.task)
     if card.kind not in METRICS_OF_KIND:
@@ -88,8 +92,13 @@ def _run(config: RunConfig, dist, device) -> dict | None:
     record = _record(config, card, backbone, recipes, probe_results, extracted, timings, device)
     record["cache"] = {"mode": plan.decision, "plan": plan.to_dict(), "shape_probe_forwards": shape_probe_forwards}
     record["distributed"] = {"world_size": dist.world_size, "samples_extracted_per_rank": extracted_per_rank}
-    record["results_path"] = str(write_run_json(config.out_dir, record))
-    append_rows(Path(config.out_dir) / LEADERBOARD_FILE, _leaderboard_rows(record, split_data))
+    leaderboard = Path(config.out_dir) / LEADERBOARD_FILE
+    rows = _leaderboard_rows(record, split_data)
+    check_appendable(leaderboard)  # a foreign leaderboard.csv refuses before the run JSON is written
+    # The run JSON moves into place only once its rows are appended: every run JSON is named by a row.
+    with staged_run_json(config.out_dir, record) as results_path:
+        append_rows(leaderboard, rows)
+    record["results_path"] = str(results_path)
     return record
 
 
