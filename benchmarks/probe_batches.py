@@ -5,9 +5,9 @@ What is measured
 One float16 feature matrix (``--samples`` x ``--dim``, random, with random labels over
 ``--classes``) is the training set of a linear probe. The training step is the same code for
 every source, and it is the probe's own: ``evalsuite.probes.linear_heads.LinearHeads.step``
-with ``--heads`` heads (1 by default; 9 is the lr x weight-decay grid ``probes/linear.yaml``
+with ``--heads`` heads (1 by default; 12 is the lr x weight-decay grid ``probes/linear.yaml``
 trains in one pass) stacked into one weight, the class-balanced cross-entropy summed over the
-heads, backward, one AdamW step.
+heads, backward, one Adam step (L2 weight decay).
 Each source gets a fresh, identically initialised model and yields the same number of
 float32 batches of ``--batch-size`` rows per epoch (shuffled, last partial batch dropped):
 
@@ -52,13 +52,13 @@ How to read it
   Python ``__getitem__`` per row plus the collate; the resident path one gather of random
   rows (memory-latency bound at large ``--dim``) and one upcast; the step is two passes over
   the float32 batch (the logits and the weight gradient: one matmul each for all heads), the
-  loss and one AdamW update of the stacked weight.
+  loss and one Adam update of the stacked weight.
 Timings are wall clock on whatever else the machine runs; compare rows of one run. On a
 machine busy with other work, 2 intra-op threads make these small ops many times slower and
 noisier than 1 (each parallel region waits for a descheduled thread): ``--threads 1``.
 
 Run: ``python benchmarks/probe_batches.py`` (defaults: 100,000 x 1024 float16, batch 256,
-1 head, 5 timed epochs; one to a few minutes on 2 cores). ``--heads 9`` trains the recipe's grid.
+1 head, 5 timed epochs; one to a few minutes on 2 cores). ``--heads 12`` trains the recipe's grid.
 """
 
 import argparse
@@ -72,7 +72,7 @@ from pathlib import Path
 import numpy as np
 
 # The lr x weight-decay grid of probes/linear.yaml; --heads N takes its first N pairs (cycling).
-GRID = [(lr, wd) for lr in (1e-2, 1e-3, 1e-4) for wd in (0.0, 1e-4, 1e-2)]
+GRID = [(lr, wd) for lr in (1e-2, 1e-3, 1e-4) for wd in (0.0, 1e-4, 1e-3, 1e-2)]
 HEADER = ("source", "workers", "train s/epoch", "train range", "data-only s/epoch", "data-only range", "batches")
 TARGET_RATIO = 20.0  # issue #6's per-epoch target, resident vs per-item
 STEP_POOL = 8  # distinct ready-made batches cycled by the step-only measurement
@@ -308,7 +308,7 @@ def parse_args(argv=None):
     parser.add_argument("--classes", type=int, default=10, help="label classes (default: 10)")
     parser.add_argument("--batch-size", type=int, default=256, help="training batch (default: 256)")
     parser.add_argument("--heads", type=int, default=1,
-                        help="linear heads trained per step (default: 1; 9 = the probes/linear.yaml grid)")
+                        help="linear heads trained per step (default: 1; 12 = the probes/linear.yaml grid)")
     parser.add_argument("--epochs", type=int, default=5, help="timed epochs per source (default: 5)")
     parser.add_argument("--warmup", type=int, default=1, help="untimed epochs before them (default: 1)")
     parser.add_argument("--num-workers", type=int, nargs="+", default=[0, 2],

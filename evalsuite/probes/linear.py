@@ -3,7 +3,8 @@
 All heads of the grid are trained together in one pass over the data (each batch is read and
 upcast once, then fed to every head, stacked into one matmul: probes/linear_heads.py), as
 THUNDER trains its grid in one pass; the head with the best validation score on the card's
-selection metric is kept.
+selection metric is kept. Optimiser: Adam with weight decay as an L2 penalty on the weights
+(linear_heads.py says why not AdamW's decoupled decay).
 """
 
 import itertools
