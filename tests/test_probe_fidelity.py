@@ -149,3 +149,26 @@ def test_fewshot_interval_is_the_spread_of_single_support_sets_not_an_interval_o
     mean_halfwidth = 1.96 * single.std(ddof=1) / np.sqrt(200)
     assert high - low > 5 * 2 * mean_halfwidth  # far wider than the mean's own interval (about 10x)
     assert FewShotProbe.interval_unit == INTERVAL_UNIT == "support_set_spread"
+
+
+def test_demo_class_counts_in_the_card_and_the_readme_are_the_readers():
+    import re
+
+    from conftest import REPO
+    from evalsuite.cards import load_card
+    from evalsuite.readers import build_reader
+
+    card = load_card("demo")
+    reader = build_reader(card)
+    counts = {split: np.bincount(reader.dataset(split, None).labels, minlength=len(card.classes))
+              for split in card.splits}
+    stated = re.search(r"Counts \(train/val/test\): (.*?)\.", " ".join(card.description.split())).group(1)
+    for item in stated.split(", "):
+        name, numbers = item.rsplit(" ", 1)
+        per_split = [int(n) for n in numbers.split("/")]
+        assert per_split == [int(counts[s][card.classes.index(name)]) for s in card.splits], item
+    readme = (REPO / "README.md").read_text()
+    demo_section = readme[readme.index("## The demo task"):readme.index("## Tile-classification tasks")]
+    for split in card.splits:
+        row = re.search(rf"^\| {split} \|(.*)\|$", demo_section, re.M).group(1)
+        assert [int(n) for n in row.split("|")] == [*counts[split].tolist(), int(counts[split].sum())], split
