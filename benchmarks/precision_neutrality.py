@@ -22,7 +22,8 @@ samples of all splits; b is the fp32 forward's float32 output):
 - ``forward``: the precision's float32 output vs the reference: what autocast alone does;
 - ``cached``: the precision's float16 cache vs the reference: what the probes of a run see;
 - ``cast``: the precision's float16 cache vs its own float32 output: the cache's rounding alone
-  (float16 keeps 11 significant bits, so ~1e-4 per vector).
+  (float16 keeps 11 significant bits, so ~1e-4 per vector; 0 when autocast already returns
+  float16, or bf16 values, whose 8 bits float16 holds exactly unless they are tiny).
 - ``extract / fp32``: extraction wall time over fp32's, measured in this run (whole
   ``prepare_features``: loader, forward, cache writes; each precision after a 2-tile warm-up). On a CPU without native bf16 (``native
   bf16: no`` in the first line) bf16 is emulated and several times slower. Timings move with
