@@ -28,12 +28,9 @@ How to read the table
   near or above 1) - the cache is held in host memory.
 - ``memmap``: the fit peak should stay roughly flat as the cache grows (baseline + the probe
   working set, i.e. about one evaluation batch of 1024 rows upcast to float32 plus its copies),
-  so peak/size falls as the size grows. A memmap peak that grows with the size means pages
-  of the mapping stay resident; ``fit end RssFile`` (file pages still mapped after the fit)
-  shows how many. Where the kernel maps the page cache in 2 MiB folios (transparent huge
-  pages; ``FilePmdMapped`` in ``/proc/self/smaps``), reading one row maps its whole 2 MiB
-  folio, so a batch briefly holds up to batch x 2 MiB of file pages; ``MemmapFeatures``
-  unmaps them after the read, so this is bounded by the batch, not the cache.
+  so peak/size falls as the size grows. ``NpyRows`` reads rows with positioned reads and
+  maps nothing, so ``fit end RssFile`` should stay near the baseline's (library files); a
+  memmap peak that grows with the size means rows are being kept somewhere.
 - ``extract peak`` should be flat in the size: rows are written chunk by chunk with
   positioned writes, so it is baseline + one chunk buffer (256 MiB here) and its copies.
 Absolute numbers depend on the machine, torch build and allocator; compare rows, not runs.

@@ -19,7 +19,7 @@ float32 batches of ``--batch-size`` rows per epoch (shuffled, last partial batch
 - ``resident``: (b), ``evalsuite.batches.BatchSource`` over the host-RAM numpy array: the
   array becomes a torch tensor without a copy, and a batch is one ``index_select`` of a
   slice of the epoch's permutation plus one upcast.
-- ``streamed``: (c), for information: ``BatchSource`` over ``evalsuite.cache.MemmapFeatures``
+- ``streamed``: (c), for information: ``BatchSource`` over ``evalsuite.npy_rows.NpyRows``
   of the same array saved as ``.npy`` (the resident batches, their rows read in ascending order, at
   most ``--read-rows`` per read, and put back in permutation order; the file is in
   the page cache after the warm-up epoch, so this is not a cold-disk number).
@@ -197,7 +197,7 @@ def run(args) -> None:
     import torch
 
     from evalsuite.batches import BatchSource
-    from evalsuite.cache import MemmapFeatures
+    from evalsuite.npy_rows import NpyRows
 
     torch.manual_seed(args.seed)
     if args.threads:
@@ -234,7 +234,7 @@ def run(args) -> None:
         parent.mkdir(parents=True, exist_ok=True)
         workdir = Path(tempfile.mkdtemp(prefix="evalsuite-probe-batches-", dir=parent))
         np.save(workdir / "features.npy", features)
-        streamed = BatchSource(MemmapFeatures(workdir / "features.npy"), labels, device, read_rows=args.read_rows)
+        streamed = BatchSource(NpyRows(workdir / "features.npy"), labels, device, read_rows=args.read_rows)
         if streamed.resident is not None:
             raise SystemExit("probe_batches: BatchSource took the resident path for a memory map")
         sources.append(("streamed", "-", lambda epoch: streamed.epoch(epoch, args.batch_size, seed=args.seed)))
@@ -314,7 +314,7 @@ def parse_args(argv=None):
     parser.add_argument("--num-workers", type=int, nargs="+", default=[0, 2],
                         help="DataLoader worker counts to try; the best is the baseline (default: 0 2)")
     parser.add_argument("--read-rows", type=int, default=None,
-                        help="rows per streamed read (default: BatchSource's, 8 MiB of fault-around windows)")
+                        help="rows per streamed read (default: BatchSource's, 4 MiB of rows)")
     parser.add_argument("--no-streamed", action="store_true", help="skip the streamed (memmap) case")
     parser.add_argument("--device", default="cpu",
                         help="cpu, cuda or cuda:N: where the probe trains and the resident cache lives (default: cpu)")

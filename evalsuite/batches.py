@@ -23,10 +23,7 @@ def all_indices(features) -> np.ndarray:
     return np.arange(len(features))
 
 
-STREAM_BLOCK_BYTES = 8 * 1024**2  # what one streamed read may map at most
-# A read of scattered rows from a memory map maps about this much per row (Linux's default
-# fault_around_bytes, as evalsuite.cache releases), however small the row.
-FAULT_AROUND_BYTES = 64 * 1024
+STREAM_BLOCK_BYTES = 4 * 1024**2  # the float16 rows one streamed read copies at most
 DEVICE_MEMORY_FRACTION = 0.5  # of the GPU's free memory a resident cache may take
 
 
@@ -64,9 +61,7 @@ class BatchSource:
         self.samples = len(labels)
         self.labels = torch.as_tensor(np.array(labels)).to(self.device)  # a writable copy of a mapped file
         row_bytes = int(np.prod(features.shape[1:])) * features.dtype.itemsize
-        # Scattered rows each map a fault-around window, so the rows per read are sized by that
-        # window, not by the row: a read maps at most STREAM_BLOCK_BYTES whatever the row width.
-        self.read_rows = read_rows or max(1, STREAM_BLOCK_BYTES // max(row_bytes, FAULT_AROUND_BYTES, 1))
+        self.read_rows = read_rows or max(1, STREAM_BLOCK_BYTES // max(row_bytes, 1))
         resident = isinstance(features, np.ndarray) and fits_on_device(self.samples * row_bytes, self.device)
         self.resident = torch.from_numpy(features).to(self.device) if resident else None
         self.features = features

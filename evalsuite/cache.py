@@ -18,7 +18,6 @@ import contextlib
 import fcntl
 import hashlib
 import json
-import mmap
 import os
 import shutil
 import time
@@ -28,6 +27,7 @@ import numpy as np
 
 from evalsuite.errors import EvalsuiteError
 from evalsuite.fsio import fs_errors, fsync_dir, staged, write_durably
+from evalsuite.npy_rows import NpyRows
 
 CACHE_DTYPE = np.float16
 FEATURES_FILE = "features.npy"
@@ -35,7 +35,6 @@ LABELS_FILE = "labels.npy"
 MANIFEST_FILE = "manifest.json"
 MANIFEST_VERSION = 1
 _LOCK_DIR = ".locks"
-_FAULT_AROUND_BYTES = max(65536, mmap.PAGESIZE)  # Linux default fault_around_bytes
 _SCAN_BLOCK_BYTES = 4 * 1024**2  # the finiteness scan's read size when a cache is opened
 _FLOAT16_EXPONENT = np.uint16(0x7C00)
 
@@ -67,58 +66,6 @@ def _locked(path: Path):
             yield
         finally:
             fcntl.flock(handle.fileno(), fcntl.LOCK_UN)
-
-
-class MemmapFeatures:
-    """Read-only memory-mapped features that give back the pages of every batch they read.
-
-    Without this, a probe streaming over a memory map keeps every page it touched mapped,
-    and the process's RSS climbs to the size of the cache even though it only needs a batch.
-    """
-
-    def __init__(self, path: Path):
-        self.array = np.load(path, mmap_mode="r")
-        self.shape, self.dtype, self.ndim = self.array.shape, self.array.dtype, self.array.ndim
-        self._row_bytes = int(np.prod(self.shape[1:], dtype=np.int64)) * self.dtype.itemsize
-        # numpy maps from the allocation-granularity boundary below the data offset.
-        self._data_start = self.array.offset % mmap.ALLOCATIONGRANULARITY
-
-    def __len__(self) -> int:
-        return self.shape[0]
-
-    def __getitem__(self, index):
-        # Fancy indexing already copies; a slice is a view of the map and must be copied out.
-        rows = np.array(self.array[index]) if isinstance(index, slice) else np.asarray(self.array[index])
-        self._release(_index_runs(index, len(self)))
-        return rows
-
-    def _release(self, runs) -> None:
-        mapping = getattr(self.array, "_mmap", None)
-        if mapping is None:
-            return
-        for first, last in runs:
-            begin = self._data_start + first * self._row_bytes
-            end = self._data_start + (last + 1) * self._row_bytes
-            # A page fault also maps its neighbours (the kernel's fault-around window), so release
-            # whole windows, or random reads leave those neighbours mapped and RSS creeps up.
-            begin -= begin % _FAULT_AROUND_BYTES
-            end = min(end + (-end) % _FAULT_AROUND_BYTES, len(mapping))
-            mapping.madvise(mmap.MADV_DONTNEED, begin, end - begin)
-
-
-def _index_runs(index, length: int) -> list[tuple[int, int]]:
-    """(first, last) row runs covered by a slice or an index array, consecutive rows merged."""
-    if isinstance(index, slice):
-        start, stop, step = index.indices(length)
-        if step == 1:
-            return [(start, stop - 1)] if stop > start else []
-        index = np.arange(start, stop, step)
-    ordered = np.unique(np.atleast_1d(np.asarray(index)) % length)
-    if len(ordered) == 0:
-        return []
-    run_starts = np.flatnonzero(np.diff(ordered, prepend=-2) != 1)
-    run_lasts = np.append(run_starts[1:], len(ordered)) - 1
-    return [(int(ordered[a]), int(ordered[b])) for a, b in zip(run_starts, run_lasts)]
 
 
 class CacheWriter:
@@ -204,7 +151,7 @@ class FeatureCache:
         if not self.is_complete(key):
             return None
         try:
-            features = np.load(folder / FEATURES_FILE) if mode == "ram" else MemmapFeatures(folder / FEATURES_FILE)
+            features = np.load(folder / FEATURES_FILE) if mode == "ram" else NpyRows(folder / FEATURES_FILE)
             # Masks of a segmentation task can be large: map them, never load them whole.
             labels = np.load(folder / LABELS_FILE, mmap_mode="r")
         except (OSError, ValueError) as exc:

@@ -5,7 +5,7 @@ import pytest
 import torch
 
 from evalsuite.batches import BatchSource, epoch_permutation
-from evalsuite.cache import MemmapFeatures
+from evalsuite.npy_rows import NpyRows
 
 
 def _features(samples: int, dim: int = 4) -> tuple[np.ndarray, np.ndarray]:
@@ -17,7 +17,7 @@ def _features(samples: int, dim: int = 4) -> tuple[np.ndarray, np.ndarray]:
 def _memmap(tmp_path, features):
     path = tmp_path / "features.npy"
     np.save(path, features)
-    return MemmapFeatures(path)
+    return NpyRows(path)
 
 
 @pytest.mark.parametrize("samples, batch_size", [(100, 10), (103, 10), (7, 3), (64, 64)])
@@ -64,7 +64,7 @@ def test_streamed_source_reads_bounded_ascending_runs_never_the_whole_cache(tmp_
     features, labels = _features(200)
     reads = []
 
-    class Recording(MemmapFeatures):
+    class Recording(NpyRows):
         def __getitem__(self, index):
             rows = super().__getitem__(index)
             reads.append(np.asarray(index))

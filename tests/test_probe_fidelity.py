@@ -84,7 +84,7 @@ def _class_sorted_split(per_class: int, seed: int, dim: int = 48, classes: int =
 
 
 def test_linear_probe_selects_the_same_head_and_scores_the_same_from_ram_and_from_a_memory_map(tmp_path):
-    from evalsuite.cache import MemmapFeatures
+    from evalsuite.npy_rows import NpyRows
     from evalsuite.probes import LinearProbe
 
     (train, train_y), (val, val_y) = _class_sorted_split(400, seed=1), _class_sorted_split(100, seed=2)
@@ -93,7 +93,7 @@ def test_linear_probe_selects_the_same_head_and_scores_the_same_from_ram_and_fro
     params = dict(lr=[1e-2, 1e-3], weight_decay=[0.0, 1e-2], epochs=4, batch_size=32, stream_read_rows=64)
     fitted = {}
     for mode in ("ram", "memmap"):
-        store = (lambda name: np.load(tmp_path / name)) if mode == "ram" else (lambda name: MemmapFeatures(tmp_path / name))
+        store = (lambda name: np.load(tmp_path / name)) if mode == "ram" else (lambda name: NpyRows(tmp_path / name))
         probe = LinearProbe(3, seed=3, **params).fit(store("train.npy"), train_y, store("val.npy"), val_y)
         fitted[mode] = (probe.selected_params_, compute_metrics(val_y, probe.predict_proba(store("val.npy"))))
     assert fitted["ram"] == fitted["memmap"]

@@ -14,7 +14,7 @@ ROWS, GRID, WIDTH, LABEL_PX, CLASSES = 4000, 16, 384, 64, 5
 _FIT_SCRIPT = textwrap.dedent("""
     import json, sys
     import numpy as np
-    from evalsuite.cache import MemmapFeatures
+    from evalsuite.npy_rows import NpyRows
     from evalsuite.probes import PROBES
 
     def status_kib(field):
@@ -31,9 +31,9 @@ _FIT_SCRIPT = textwrap.dedent("""
     open("/proc/self/clear_refs", "w").write("5")  # reset the VmHWM peak to the current RSS
     base = status_kib("VmRSS")
     # As FeatureCache.open does: features mapped (memmap) or loaded (ram); masks always mapped.
-    features = MemmapFeatures(features_path) if mode == "memmap" else np.load(features_path)
+    features = NpyRows(features_path) if mode == "memmap" else np.load(features_path)
     labels = np.load(labels_path, mmap_mode="r")
-    val_features, val_labels = MemmapFeatures(val_features_path), np.load(val_labels_path, mmap_mode="r")
+    val_features, val_labels = NpyRows(val_features_path), np.load(val_labels_path, mmap_mode="r")
     probe = PROBES["seg_linear"](5, **params).fit(features, labels, val_features, val_labels)
     probe.confusion_matrix(features, labels)  # the streamed metrics over the whole cache
     print(json.dumps({"peak_growth_bytes": (status_kib("VmHWM") - base) * 1024, "base_bytes": base * 1024,

@@ -77,7 +77,8 @@ def _ls(cache, keys) -> None:
 
 
 def _verify(cache, keys) -> None:
-    from evalsuite.cache import FEATURES_FILE, MemmapFeatures, corrupt_chunks, first_non_finite_row
+    from evalsuite.cache import FEATURES_FILE, corrupt_chunks, first_non_finite_row
+    from evalsuite.npy_rows import NpyRows
     from evalsuite.errors import EvalsuiteError
 
     problems = []
@@ -87,7 +88,7 @@ def _verify(cache, keys) -> None:
             verdict = "no manifest (not an evalsuite cache or never started)"
         elif bad := corrupt_chunks(cache.folder(key), manifest):
             verdict = f"CORRUPT chunks {bad}"
-        elif (bad_row := first_non_finite_row(MemmapFeatures(cache.folder(key) / FEATURES_FILE))) is not None:
+        elif (bad_row := first_non_finite_row(NpyRows(cache.folder(key) / FEATURES_FILE))) is not None:
             verdict = f"CORRUPT NaN/inf features from sample {bad_row}"
         else:
             verdict = _status(cache, key)

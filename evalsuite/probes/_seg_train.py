@@ -22,7 +22,7 @@ import torch
 import torch.nn.functional as F
 
 from evalsuite.batches import iter_float32_batches
-from evalsuite.cache import MemmapFeatures
+from evalsuite.npy_rows import NpyRows
 from evalsuite.errors import EvalsuiteError
 from evalsuite.segmentation_metrics import (IGNORE_INDEX, SEGMENTATION_METRICS, metrics_from_confusion,
                                             update_confusion)
@@ -31,10 +31,10 @@ _CHECK_ROWS = 256  # label rows scanned at once when validating class ids
 
 
 def releasing_rows(array):
-    """Row access to a memory-mapped .npy that gives back the pages of each read (as the cache does for
-    features), so streaming masks does not leave the whole label file resident; other arrays as they are."""
+    """Rows of a memory-mapped .npy read with positioned reads (evalsuite.npy_rows), so streaming masks never
+    leaves the label file's pages in the process's RSS; other arrays as they are."""
     if isinstance(array, np.memmap) and getattr(array, "filename", None) and Path(array.filename).suffix == ".npy":
-        return MemmapFeatures(Path(array.filename))
+        return NpyRows(Path(array.filename))
     return array
 
 

@@ -12,9 +12,9 @@ a pixel with none is background (channel 5 is not read). Splits: fold 1 train, f
 test (the common PanNuke split; the card can name other folds). The whole 256 px tile is resized
 to the backbone input; labels stay at 256x256.
 
-The arrays are memory-mapped, never loaded whole: the 6-channel float64 masks of one fold are
-about 8 GB. Rows are read one at a time through `MemmapFeatures`, which gives the pages back
-after each read, and every process (DataLoader workers included) maps the files itself.
+The arrays are never loaded whole: the 6-channel float64 masks of one fold are about 8 GB.
+Rows are read one at a time through `NpyRows` (positioned reads, nothing mapped), and every
+process (DataLoader workers included) opens the files itself.
 """
 
 import os
@@ -22,7 +22,7 @@ from pathlib import Path
 
 import numpy as np
 
-from evalsuite.cache import MemmapFeatures
+from evalsuite.npy_rows import NpyRows
 from evalsuite.errors import EvalsuiteError
 from evalsuite.readers._common import check_classes, check_count, layout_error
 from evalsuite.readers._seg_common import CachedSource, SegmentationReader
@@ -97,11 +97,11 @@ class PannukeFolds(CachedSource):
             self.tile_px = int(images.shape[1])
         self._arrays, self._pid = {}, None
 
-    def _array(self, fold: int, kind: str) -> MemmapFeatures:
-        if self._pid != os.getpid():  # a forked worker maps the files itself
+    def _array(self, fold: int, kind: str) -> NpyRows:
+        if self._pid != os.getpid():  # a forked worker opens the files itself
             self._arrays, self._pid = {}, os.getpid()
         if (fold, kind) not in self._arrays:
-            self._arrays[fold, kind] = MemmapFeatures(self.paths[fold][kind])
+            self._arrays[fold, kind] = NpyRows(self.paths[fold][kind])
         return self._arrays[fold, kind]
 
     def read_image(self, index: int) -> np.ndarray:
