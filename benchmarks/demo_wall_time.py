@@ -126,22 +126,9 @@ def time_forward(model_name: str, random_init: bool, tiles: int, with_bf16: bool
 def machine_line() -> str:
     import torch
 
-    from evalsuite.cpus import usable_cpus
-    from evalsuite.precision import cpu_has_native_bf16
+    from evalsuite.cpus import cpu_description
 
-    return (f"machine: {_cpu_model()}, {usable_cpus()} usable CPUs, capability "
-            f"{torch.backends.cpu.get_cpu_capability()}, native bf16: {'yes' if cpu_has_native_bf16() else 'no'}, "
-            f"torch {torch.__version__}")
-
-
-def _cpu_model() -> str:
-    import platform
-
-    try:
-        with open("/proc/cpuinfo") as handle:
-            return next(line.split(":", 1)[1].strip() for line in handle if line.startswith("model name"))
-    except (OSError, StopIteration):
-        return platform.processor() or platform.machine()
+    return f"machine: {cpu_description()}, torch {torch.__version__}"
 
 
 def main(argv=None) -> None:

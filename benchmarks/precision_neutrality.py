@@ -48,7 +48,6 @@ for a ViT.
 
 import argparse
 import json
-import platform
 import sys
 import tempfile
 import time
@@ -115,21 +114,10 @@ def _cpu_autocast_works(precision: str) -> bool:
 def machine_line(device) -> str:
     import torch
 
-    from evalsuite.cpus import usable_cpus
-    from evalsuite.precision import cpu_has_native_bf16
+    from evalsuite.cpus import cpu_description
 
-    where = (torch.cuda.get_device_name(device) if device.type == "cuda" else
-             f"{_cpu_model()}, {usable_cpus()} usable CPUs, capability {torch.backends.cpu.get_cpu_capability()}, "
-             f"native bf16: {'yes' if cpu_has_native_bf16() else 'no'}")
+    where = torch.cuda.get_device_name(device) if device.type == "cuda" else cpu_description()
     return f"machine: {where}, {torch.get_num_threads()} threads, torch {torch.__version__}"
-
-
-def _cpu_model() -> str:
-    try:
-        with open("/proc/cpuinfo") as handle:
-            return next(line.split(":", 1)[1].strip() for line in handle if line.startswith("model name"))
-    except (OSError, StopIteration):
-        return platform.processor() or platform.machine()
 
 
 def extract(precision: str, backbone, card, reader, device, args, out_dir: Path) -> tuple[dict, dict, float]:

@@ -44,3 +44,25 @@ def use_threads(requested: int = 0) -> int:
     if torch.get_num_threads() != threads:
         torch.set_num_threads(threads)
     return threads
+
+
+def cpu_description() -> str:
+    """One line for benchmark output: model, usable CPUs, torch's SIMD level and native bf16,
+    the facts a speed or precision figure depends on."""
+    import torch
+
+    from evalsuite.precision import cpu_has_native_bf16
+
+    native = "yes" if cpu_has_native_bf16() else "no"
+    return (f"{cpu_model_name()}, {usable_cpus()} usable CPUs, capability "
+            f"{torch.backends.cpu.get_cpu_capability()}, native bf16: {native}")
+
+
+def cpu_model_name() -> str:
+    import platform
+
+    try:
+        with open("/proc/cpuinfo") as handle:
+            return next(line.split(":", 1)[1].strip() for line in handle if line.startswith("model name"))
+    except (OSError, StopIteration):
+        return platform.processor() or platform.machine()

@@ -67,3 +67,14 @@ class RecordingFeatures:
 @pytest.fixture
 def cli():
     return run_cli
+
+
+def noisy_class_split(classes: int, per_class: int, dim: int = 16, noise: float = 1.5, seed: int = 0) -> dict:
+    """Gaussian classes around random centres, float16, every other sample in train and test."""
+    import numpy as np
+
+    rng = np.random.default_rng(seed)
+    centres = rng.normal(0, 1, size=(classes, dim))
+    labels = np.repeat(np.arange(classes), per_class)
+    features = (centres[labels] + rng.normal(0, noise, size=(len(labels), dim))).astype(np.float16)
+    return {"train": (features[::2], labels[::2]), "test": (features[1::2], labels[1::2])}

@@ -8,6 +8,7 @@ from sklearn.metrics import f1_score
 
 from evalsuite.bootstrap import _ClassRanks, weighted_metrics
 from evalsuite.metrics import compute_metrics
+from conftest import noisy_class_split
 
 
 def _proba_predicting(predicted: np.ndarray, classes: int) -> np.ndarray:
@@ -133,11 +134,7 @@ def test_fewshot_interval_is_the_spread_of_single_support_sets_not_an_interval_o
     from evalsuite.probes import FewShotProbe
     from evalsuite.probes.fewshot import INTERVAL_UNIT
 
-    rng = np.random.default_rng(0)
-    centres = rng.normal(0, 1, size=(3, 16))
-    labels = np.repeat(np.arange(3), 80)
-    features = (centres[labels] + rng.normal(0, 1.5, size=(240, 16))).astype(np.float16)
-    split_data = {"train": (features[::2], labels[::2]), "test": (features[1::2], labels[1::2])}
+    split_data = noisy_class_split(classes=3, per_class=80)
     name = "balanced_accuracy_1shot"
     means, intervals = FewShotProbe(3, shots=[1], support_sets=200, batch_size=64, seed=0).evaluate(split_data)
     low, high = intervals[name]

@@ -7,7 +7,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from conftest import assert_one_line_error, run_cli
+from conftest import assert_one_line_error, noisy_class_split, run_cli
 from evalsuite.bootstrap import _ClassRanks, bootstrap_intervals, weighted_metrics
 from evalsuite.metrics import compute_metrics
 
@@ -166,11 +166,7 @@ def test_bad_seeds_are_a_one_line_error(tmp_path):
 def test_simpleshot_improves_with_shots_and_reports_an_interval():
     from evalsuite.probes import FewShotProbe
 
-    rng = np.random.default_rng(0)
-    centres = rng.normal(0, 1, size=(3, 16))
-    labels = np.repeat(np.arange(3), 60)
-    features = (centres[labels] + rng.normal(0, 1.5, size=(180, 16))).astype(np.float16)
-    split_data = {"train": (features[::2], labels[::2]), "test": (features[1::2], labels[1::2])}
+    split_data = noisy_class_split(classes=3, per_class=60)
     means, intervals = FewShotProbe(3, shots=[1, 16], support_sets=50, batch_size=32).evaluate(split_data)
     assert means["balanced_accuracy_16shot"] > means["balanced_accuracy_1shot"] + 0.05
     for name, (low, high) in intervals.items():
