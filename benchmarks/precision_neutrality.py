@@ -220,8 +220,6 @@ def feature_rows(precisions, forward32, cached, seconds) -> list:
 
 
 def run(args) -> None:
-    import torch
-
     from evalsuite.backbones import build_backbone
     from evalsuite.cards import load_card
     from evalsuite.cpus import use_threads

@@ -46,6 +46,11 @@ def assert_one_line_error(result: subprocess.CompletedProcess, *fragments: str) 
         assert fragment in lines[0], lines[0]
 
 
+def library_warnings(stderr: str) -> list[str]:
+    """Lines of a run's stderr that come from a library's warnings (a normal run prints none)."""
+    return [line for line in stderr.replace("\r", "\n").splitlines() if "Warning" in line or "warn(" in line]
+
+
 class RecordingFeatures:
     """A float16 feature store that records the rows of every read, to check the probes' batch contract."""
 

@@ -8,7 +8,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from conftest import leaderboard_rows, run_cli
+from conftest import leaderboard_rows, library_warnings, run_cli
 from evalsuite.leaderboard import COLUMNS
 
 pytestmark = pytest.mark.slow
@@ -25,7 +25,15 @@ def demo_out(tmp_path_factory):
         summary = next(line.split() for line in result.stdout.splitlines() if line.startswith("task "))
         run_id = summary[summary.index("run") + 1]
         runs[name] = json.loads((out / "runs" / f"{run_id}.json").read_text())
+        runs[name]["stderr"] = result.stderr
     return out, runs
+
+
+def test_normal_runs_print_no_library_warnings(demo_out):
+    """The kNN probe used to make torch warn about a non-writable NumPy array on every run."""
+    _, runs = demo_out
+    for name, record in runs.items():
+        assert not library_warnings(record["stderr"]), (name, library_warnings(record["stderr"]))
 
 
 def _test_score(record: dict, probe: str, metric: str = "balanced_accuracy") -> float:

@@ -1,7 +1,5 @@
 """Device logic, checked for CPU and CUDA with torch.device parameters (no GPU needed)."""
 
-import warnings
-
 import pytest
 import torch
 

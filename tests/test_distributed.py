@@ -1,7 +1,6 @@
 """torchrun: equal contiguous shards, per-rank devices, and a 2-process run equal to a single-process one."""
 
 import json
-import shutil
 import subprocess
 import sys
 from pathlib import Path

@@ -7,7 +7,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from conftest import assert_one_line_error, noisy_class_split, run_cli
+from conftest import assert_one_line_error, library_warnings, noisy_class_split, run_cli
 from evalsuite.bootstrap import _ClassRanks, bootstrap_intervals, weighted_metrics
 from evalsuite.metrics import compute_metrics
 
@@ -177,6 +177,7 @@ def test_simpleshot_improves_with_shots_and_reports_an_interval():
 def test_fewshot_probe_through_the_cli(tmp_path):
     result = run_cli("run", *TINY, "--out", tmp_path, "--probes", "fewshot")
     assert result.returncode == 0, result.stderr
+    assert not library_warnings(result.stderr), result.stderr
     board = pd.read_csv(tmp_path / "leaderboard.csv")
     assert set(board["split"]) == {"test"}
     assert {f"balanced_accuracy_{k}shot" for k in (1, 2, 4, 8, 16)} <= set(board["metric"])
