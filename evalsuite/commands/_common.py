@@ -53,16 +53,20 @@ def _precision(args) -> str:
 
 
 def run_config(args, **extra):
-    """A RunConfig from parsed task/model arguments (plus command-specific fields)."""
-    from evalsuite.runner import RunConfig
+    """A RunConfig from parsed task/model arguments (plus command-specific fields).
 
+    The arguments are checked before the runner (torch, timm, scikit-learn: seconds of imports)
+    is loaded, so a mistyped flag is answered at once."""
     if args.batch_size < 1 or args.num_workers < 0 or args.threads < 0 or (args.chunk_rows is not None and args.chunk_rows < 1):
         raise EvalsuiteError("--batch-size and --chunk-rows must be >= 1, --num-workers and --threads >= 0")
     if args.pooling is not None:
         check_token_rule(args.pooling, "--pooling")
+    precision = _precision(args)
+    from evalsuite.runner import RunConfig
+
     return RunConfig(
         task=args.task, model=args.model, weights=args.weights, random_init=args.random_init, pooling=args.pooling,
         out_dir=Path(args.out), device=args.device, batch_size=args.batch_size, num_workers=args.num_workers,
-        precision=_precision(args), threads=args.threads, data_root=args.data_root, check_counts=not args.no_count_check,
+        precision=precision, threads=args.threads, data_root=args.data_root, check_counts=not args.no_count_check,
         cache=args.cache, mem=args.mem, chunk_rows=args.chunk_rows, **extra,
     )

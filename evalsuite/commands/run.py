@@ -32,11 +32,12 @@ def _seeds(args) -> list[int]:
 
 
 def main(args) -> None:
+    probes = [p.strip() for p in args.probes.split(",") if p.strip()] if args.probes else []
+    config = run_config(args, probes=probes, seeds=_seeds(args))  # flags checked before the heavy imports
     from evalsuite.leaderboard import format_table
     from evalsuite.runner import run
 
-    probes = [p.strip() for p in args.probes.split(",") if p.strip()] if args.probes else []
-    record = run(run_config(args, probes=probes, seeds=_seeds(args)))
+    record = run(config)
     if record is None:  # a torchrun rank other than 0: rank 0 reports
         return
     print(f"task {record['task']['name']}  model {record['model']['name']}  run {record['run_id']}  "
