@@ -204,11 +204,15 @@ def test_dense_features_of_a_plain_timm_vit_drop_its_class_token(reference, tmp_
 
 
 @pytest.mark.slow
-def test_run_demo_end_to_end_with_a_local_registry_checkpoint(reference, tmp_path):
+def test_run_end_to_end_with_a_local_registry_checkpoint(reference, tmp_path):
+    from fixtures_tiles import make_crc
+
     _, _, path = reference
     out = tmp_path / "out"
-    result = run_cli("run", "--task", "demo", "--model", KAIKO_S16, "--weights", path, "--out", out,
-                     "--probes", "knn", env={"HF_HUB_OFFLINE": "1"})
+    data = make_crc(tmp_path / "crc", train_per_class=2, test_per_class=1)  # 27 tiles: the checkpoint is the point
+    result = run_cli("run", "--task", "crc", "--data-root", data, "--no-count-check", "--model", KAIKO_S16,
+                     "--weights", path, "--out", out, "--probes", "knn", "--num-workers", "0",
+                     env={"HF_HUB_OFFLINE": "1"})
     assert result.returncode == 0, result.stderr
 
     rows = leaderboard_rows(out)

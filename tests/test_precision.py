@@ -84,12 +84,12 @@ def test_no_autocast_contradicting_precision_is_one_line_error(tmp_path):
 
 @pytest.mark.slow
 def test_precision_used_is_in_the_output_json_row_and_cache_key(tmp_path):
-    """vit_tiny random-init (unpinned) on the demo: auto resolves to this CPU's precision and is recorded;
+    """timm's test_vit, random-init (unpinned) on the demo: auto resolves to this CPU's precision and is recorded;
     the budget plan (same cache keys as a run) finds the cache for that precision and none for another."""
     import json
 
     out = tmp_path / "out"
-    common = ["--task", "demo", "--model", "vit_tiny_patch16_224", "--random-init", "--out", out, "--num-workers", "0"]
+    common = ["--task", "demo", "--model", "test_vit", "--random-init", "--out", out, "--num-workers", "0"]
     auto = resolve_precision("auto", CPU)
     run = run_cli("run", *common, "--probes", "knn", timeout=600)
     assert run.returncode == 0, run.stderr

@@ -76,7 +76,8 @@ def test_a_damaged_results_json_or_missing_runs_folder_is_a_one_line_error(tmp_p
 
 @pytest.mark.slow
 def test_a_real_run_is_shown_and_summarised(tmp_path):
-    result = run_cli("run", "--task", "demo", "--probes", "knn", "--out", tmp_path)
+    result = run_cli("run", "--task", "demo", "--model", "test_vit", "--random-init", "--probes", "knn",
+                     "--num-workers", "0", "--out", tmp_path)
     assert result.returncode == 0, result.stderr
     rows = leaderboard_rows(tmp_path)
     assert {r["headline_metric"] for r in rows} == {"balanced_accuracy"} and {r["schema"] for r in rows} == {str(SCHEMA_VERSION)}
@@ -85,7 +86,8 @@ def test_a_real_run_is_shown_and_summarised(tmp_path):
     shown = run_cli("show", run_id[:20], "--out", tmp_path)
     assert shown.returncode == 0, shown.stderr
     assert f"run       {run_id}" in shown.stdout and "(card unchanged since the run)" in shown.stdout
-    assert "command   python -m evalsuite run --task demo --probes knn --out" in shown.stdout
+    assert ("command   python -m evalsuite run --task demo --model test_vit --random-init --probes knn "
+            "--num-workers 0 --out") in shown.stdout
     document = json.loads((tmp_path / "runs" / f"{run_id}.json").read_text())
     assert document["versions"]["evalsuite_git"] is None or len(document["versions"]["evalsuite_git"]) >= 40
 
