@@ -2,6 +2,11 @@
 
 import csv
 import os
+
+# Under pytest-xdist (-n 2, two test files at a time on a 2-core CI host) each worker and the runs it
+# starts compute on one thread: two 2-thread OpenMP pools on 2 cores spin against each other.
+if os.environ.get("PYTEST_XDIST_WORKER"):
+    os.environ.setdefault("OMP_NUM_THREADS", "1")
 import re
 import subprocess
 import sys
