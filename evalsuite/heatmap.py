@@ -8,6 +8,7 @@ import math
 from pathlib import Path
 
 from evalsuite.errors import EvalsuiteError
+from evalsuite.fsio import fs_errors, staged
 from evalsuite.leaderboard_wide import WideTable
 
 
@@ -22,11 +23,15 @@ def save_heatmap(table: WideTable, path: Path) -> Path:
     _label_axes(axes, table)
     figure.colorbar(image, ax=axes, shrink=0.8).set_label(_metric_label(table))
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    try:
-        figure.savefig(path, dpi=150, bbox_inches="tight")  # a narrow table must not clip the title
-    except ValueError as exc:  # an extension matplotlib cannot write
-        raise EvalsuiteError(f"cannot write the heatmap {path}: {exc}; use a .png name") from None
+    with fs_errors("write the heatmap", path):
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with staged(path) as staging:  # a full disk leaves no half-written image
+            try:
+                # The format is named because the staging file's name ends in .tmp.
+                figure.savefig(staging, format=path.suffix.lstrip(".") or "png", dpi=150,
+                               bbox_inches="tight")  # a narrow table must not clip the title
+            except ValueError as exc:  # an extension matplotlib cannot write
+                raise EvalsuiteError(f"cannot write the heatmap {path}: {exc}; use a .png name") from None
     return path
 
 
@@ -42,9 +47,7 @@ def _figure_size(table: WideTable) -> tuple:
 def _colormap():
     import matplotlib
 
-    colormap = matplotlib.colormaps["viridis"].copy()
-    colormap.set_bad("lightgrey")  # a task the model has no result for
-    return colormap
+    return matplotlib.colormaps["viridis"].with_extremes(bad="lightgrey")  # a task the model has no result for
 
 
 def _colour_range(means: list) -> dict:

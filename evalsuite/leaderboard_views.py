@@ -2,10 +2,10 @@
 
 import csv
 import io
-import os
 from collections import defaultdict
 from pathlib import Path
 
+from evalsuite.fsio import fs_errors, staged
 from evalsuite.leaderboard import format_table
 from evalsuite.leaderboard_wide import Cell, WideTable
 
@@ -39,11 +39,11 @@ def _number(value: float | None, spec: str = ".6f") -> str:
 
 
 def write_wide_csv(table: WideTable, out_dir: Path) -> Path:
-    """Written next to leaderboard.csv via a rename, so a concurrent reader never sees half a file."""
+    """Written next to leaderboard.csv via a rename, so a concurrent reader never sees half a file;
+    a file-system fault is a one-line error and leaves the previous file and no temp file."""
     path = Path(out_dir) / WIDE_FILE
-    staging = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    staging.write_text(wide_csv_text(table))
-    os.replace(staging, path)
+    with fs_errors("write", path), staged(path) as staging:
+        staging.write_text(wide_csv_text(table))
     return path
 
 

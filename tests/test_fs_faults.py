@@ -311,6 +311,44 @@ def test_disk_full_appending_to_the_leaderboard_leaves_it_byte_for_byte(capsys, 
     assert not debris(tmp_path)
 
 
+# ---- `evalsuite leaderboard` writes leaderboard_wide.csv and the heatmap -----------------------------------------
+
+def board_cli(capsys, *args) -> subprocess.CompletedProcess:
+    capsys.readouterr()
+    code = cli.main(["leaderboard", *map(str, args)])
+    captured = capsys.readouterr()
+    return subprocess.CompletedProcess(["leaderboard", *args], code, captured.out, captured.err)
+
+
+def test_leaderboard_on_a_read_only_out_is_a_one_line_error(capsys, shared, tmpfs):
+    fs = tmpfs()
+    out = fs / "out"
+    shutil.copytree(shared["cached"], out)
+    remount_read_only(fs)
+    before = snapshot(fs)
+    expect_error(board_cli(capsys, "--out", out), str(out / "leaderboard_wide.csv"), "read-only file system")
+    expect_error(board_cli(capsys, "--out", shared["cached"], "--plot", fs / "plots" / "map.png"),
+                 str(fs / "plots" / "map.png"), "read-only file system")
+    assert snapshot(fs) == before
+
+
+def test_disk_full_writing_the_wide_table_or_the_heatmap_keeps_the_old_files(capsys, shared, tmpfs):
+    fs = tmpfs()
+    out = fs / "out"
+    shutil.copytree(shared["cached"], out)
+    assert board_cli(capsys, "--out", out, "--plot", out / "map.png").returncode == 0
+    wide, image = (out / "leaderboard_wide.csv").read_bytes(), (out / "map.png").read_bytes()
+    fill_leaving(fs, 0)
+    expect_error(board_cli(capsys, "--out", out), str(out / "leaderboard_wide.csv"), "no space left")
+    (out / "leaderboard_wide.csv").rename(out / "kept.csv")  # the wide table is written first: move it out of the way
+    (fs / "filler").unlink()
+    assert len(wide) < PAGE
+    fill_leaving(fs, PAGE)  # room for the wide table again, not for the image
+    expect_error(board_cli(capsys, "--out", out, "--plot", out / "map.png"), str(out / "map.png"), "no space left")
+    assert (out / "kept.csv").read_bytes() == wide and (out / "map.png").read_bytes() == image
+    assert not debris(fs)
+
+
 # ---- permissions ---------------------------------------------------------------------------------------------
 
 @pytest.fixture

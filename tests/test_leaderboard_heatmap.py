@@ -19,6 +19,7 @@ def test_plot_writes_a_png_sized_to_the_table(tmp_path):
     result = run_cli("leaderboard", "--out", tmp_path, "--plot", png)
     assert result.returncode == 0, result.stderr
     assert f"heatmap: {png}" in result.stderr
+    assert "Warning" not in result.stderr, result.stderr  # matplotlib's deprecations included
 
     import matplotlib.image
 
