@@ -169,7 +169,7 @@ def worker_fit(args) -> dict:
         return LinearProbe(num_classes=NUM_CLASSES, lr=args.lr, weight_decay=args.weight_decay, epochs=args.epochs,
                            batch_size=args.batch_size, device=torch.device("cpu"), seed=0)
 
-    # Warm-up on a small array: autograd, AdamW and the metric code load outside the measured phase.
+    # Warm-up on a small array: autograd, Adam and the metric code load outside the measured phase.
     small = np.random.default_rng(0).standard_normal((96, 64)).astype(np.float16)
     small_labels = np.arange(96) % NUM_CLASSES
     probe().fit(small, small_labels, small, small_labels)

@@ -26,11 +26,18 @@ _EXPLAINED = {
     errno.EEXIST: ("a file is in the way of a folder", _MOVE_ASIDE),
     errno.EISDIR: ("it is a folder, not a file", _MOVE_ASIDE),
 }
+# A read refused for permissions needs read access, not a writable --out.
+_READ_FIXES = {
+    errno.EACCES: "make it readable for this user (chmod u+r) or run as its owner",
+    errno.EPERM: "make it readable for this user (chmod u+r) or run as its owner",
+}
 
 
 def fs_error(action: str, path, exc: OSError) -> EvalsuiteError:
     """`cannot ACTION PATH: what went wrong; what to do`."""
     reason, fix = _EXPLAINED.get(exc.errno, (exc.strerror or str(exc), "check the file system holding --out"))
+    if action.startswith("read"):
+        fix = _READ_FIXES.get(exc.errno, fix)
     return EvalsuiteError(f"cannot {action} {path}: {reason}; {fix}")
 
 

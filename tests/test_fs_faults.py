@@ -392,6 +392,24 @@ def test_leaderboard_without_write_permission_leaves_no_run_json(capsys, shared,
     assert not debris(out)
 
 
+def test_leaderboard_without_read_permission_says_to_make_it_readable(capsys, shared, as_nobody):
+    parent = Path(tempfile.mkdtemp(prefix="out-", dir=shared["base"]))
+    parent.chmod(0o755)
+    out = parent / "out"
+    shutil.copytree(shared["cached"], out)
+    for path in [out, *out.rglob("*")]:
+        os.chown(path, NOBODY, -1)
+    os.chown(out / "leaderboard.csv", 0, -1)
+    (out / "leaderboard.csv").chmod(0o600)  # root's and private: nobody cannot even read it
+    before, runs_before = snapshot(out), run_jsons(out)
+    with as_nobody:
+        result = run(capsys, shared, out)
+    expect_error(result, str(out / "leaderboard.csv"), "permission denied", "readable for this user")
+    assert "writable" not in result.stderr
+    assert snapshot(out) == before and run_jsons(out) == runs_before
+    assert not debris(out)
+
+
 # ---- a leaderboard.csv that is not an evalsuite file -----------------------------------------------------------
 
 def test_foreign_leaderboard_refuses_before_anything_is_written(capsys, shared, tmp_path):
