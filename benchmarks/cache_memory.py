@@ -134,9 +134,9 @@ def worker_extract(args) -> dict:
     import numpy as np
     import torch
 
-    from evalsuite.cache import FeatureCache
-    from evalsuite.extract import extract_to_cache
-    from evalsuite.features import chunk_rows_for
+    from evalsuite.features.cache import FeatureCache
+    from evalsuite.features.extract import extract_to_cache
+    from evalsuite.features.prepare import chunk_rows_for
 
     backbone = make_backbone()
     dataset = make_dataset(args.rows)
@@ -162,7 +162,7 @@ def worker_fit(args) -> dict:
     import numpy as np
     import torch
 
-    from evalsuite.cache import FeatureCache
+    from evalsuite.features.cache import FeatureCache
     from evalsuite.probes import LinearProbe
 
     def probe():

@@ -100,9 +100,9 @@ def time_forward(model_name: str, random_init: bool, tiles: int, with_bf16: bool
     """[(setting, ms per tile)] of the backbone's forward alone on random tiles."""
     import torch
 
-    from evalsuite.backbones import build_backbone
-    from evalsuite.cpus import use_threads
-    from evalsuite.precision import autocast_context
+    from evalsuite.models.backbones import build_backbone
+    from evalsuite.runtime.cpus import use_threads
+    from evalsuite.runtime.precision import autocast_context
 
     use_threads()
     backbone = build_backbone(model_name, random_init=random_init)
@@ -126,7 +126,7 @@ def time_forward(model_name: str, random_init: bool, tiles: int, with_bf16: bool
 def machine_line() -> str:
     import torch
 
-    from evalsuite.cpus import cpu_description
+    from evalsuite.runtime.cpus import cpu_description
 
     return f"machine: {cpu_description()}, torch {torch.__version__}"
 

@@ -4,20 +4,20 @@ What is measured
 ----------------
 A backbone (``--model``, default ``kaiko-vits16``: a ViT-S/16, the smallest architecture of a
 pathology model in the registry, with its own transform and seeded random weights, built by
-``evalsuite.backbones.build_backbone(name, random_init=True)``; weights do not change the
+``evalsuite.models.backbones.build_backbone(name, random_init=True)``; weights do not change the
 timing) embeds ``--samples`` tiles of the demo task (train, val and test of
-``evalsuite.cards.load_card('demo')`` read by ``evalsuite.readers.build_reader``, each tile
-through the backbone's ``evalsuite.transforms.build_transform``; tiles repeat when more
+``evalsuite.tasks.cards.load_card('demo')`` read by ``evalsuite.readers.build_reader``, each tile
+through the backbone's ``evalsuite.models.transforms.build_transform``; tiles repeat when more
 samples are asked for than the task has). Two things are timed, alternately, ``--repeats``
 times, after one untimed warm-up forward pass:
 
 - ``full pipeline``: ``FeatureCache.start_or_resume`` (new cache: sparse ``features.npy``,
-  ``labels.npy``, manifest with fsync) + ``evalsuite.extract.extract_to_cache`` exactly as a
+  ``labels.npy``, manifest with fsync) + ``evalsuite.features.extract.extract_to_cache`` exactly as a
   run calls it: a DataLoader with ``--num-workers`` workers decoding and transforming the
   tiles, the forward under ``torch.inference_mode()`` and the compute precision, the NaN and
   float16-range checks, the float16 conversion into the chunk buffer, and per chunk a pwrite,
   fsync, sha256 and an atomic manifest update; then ``finish``. Chunks are sized as a run
-  sizes them (``evalsuite.features.chunk_rows_for``) unless ``--chunk-rows`` says otherwise.
+  sizes them (``evalsuite.features.prepare.chunk_rows_for``) unless ``--chunk-rows`` says otherwise.
 - ``pure forward``: ``backbone.pooled_features`` on the same batches (same ``--batch-size``,
   same chunk-aligned boundaries), already decoded, transformed and stacked in memory, under
   ``torch.inference_mode()`` and the same precision; nothing else.
@@ -72,10 +72,10 @@ def load_task(task: str, model: str, samples: int):
     """(backbone, dataset of `samples` transformed tiles, their int64 labels, tiles in the task)."""
     import torch
 
-    from evalsuite.backbones import build_backbone
-    from evalsuite.cards import load_card
+    from evalsuite.models.backbones import build_backbone
+    from evalsuite.models.transforms import build_transform
     from evalsuite.readers import build_reader
-    from evalsuite.transforms import build_transform
+    from evalsuite.tasks.cards import load_card
 
     card = load_card(task)
     reader = build_reader(card)
@@ -102,8 +102,8 @@ class TimedForward:
 
 
 def time_pipeline(backbone, dataset, labels, root: Path, row_shape, chunk_rows, args, device) -> dict:
-    from evalsuite.cache import FeatureCache
-    from evalsuite.extract import extract_to_cache
+    from evalsuite.features.cache import FeatureCache
+    from evalsuite.features.extract import extract_to_cache
 
     cache = FeatureCache(root)
     key = "extract-overhead"
@@ -137,7 +137,7 @@ def time_first_batch(dataset, batches, num_workers: int, device) -> float:
     """DataLoader start-up to the first batch, built as extract_to_cache builds it."""
     import torch
 
-    from evalsuite.devices import loader_kwargs
+    from evalsuite.runtime.devices import loader_kwargs
 
     started = time.perf_counter()
     loader = torch.utils.data.DataLoader(dataset, batch_sampler=batches, **loader_kwargs(device, num_workers))
@@ -151,7 +151,7 @@ def time_first_batch(dataset, batches, num_workers: int, device) -> float:
 def time_pure_forward(backbone, decoded, device, precision) -> tuple[float, list]:
     import torch
 
-    from evalsuite.precision import autocast_context
+    from evalsuite.runtime.precision import autocast_context
 
     outputs = []
     started = time.perf_counter()
@@ -165,7 +165,7 @@ def time_conversion(outputs, row_shape) -> float:
     """The per-batch work extract_to_cache does after the forward: checks, float16, into the buffer."""
     import torch
 
-    from evalsuite.extract import _checked_rows
+    from evalsuite.features.extract import _checked_rows
 
     buffer = np.empty((sum(len(o) for o in outputs), *row_shape), dtype=np.float16)
     started = time.perf_counter()
@@ -190,15 +190,15 @@ def format_table(rows: list[list[str]]) -> str:
 def run(args) -> None:
     import torch
 
-    from evalsuite.cache import chunk_bounds
-    from evalsuite.precision import autocast_context
-    from evalsuite.extract import chunk_aligned_batches
-    from evalsuite.features import chunk_rows_for
+    from evalsuite.features.cache import chunk_bounds
+    from evalsuite.features.extract import chunk_aligned_batches
+    from evalsuite.features.prepare import chunk_rows_for
+    from evalsuite.runtime.precision import autocast_context
 
     if args.threads:
         torch.set_num_threads(args.threads)
     device = torch.device("cpu")
-    from evalsuite.precision import resolve_precision
+    from evalsuite.runtime.precision import resolve_precision
 
     args.precision = precision = resolve_precision(args.precision, device)  # the pipeline run reads args
     started = time.perf_counter()
@@ -287,7 +287,7 @@ def run(args) -> None:
 
 
 def parse_args(argv=None):
-    from evalsuite.cpus import default_num_workers
+    from evalsuite.runtime.cpus import default_num_workers
 
     parser = argparse.ArgumentParser(
         description="Wall time of extraction through the full evalsuite pipeline (extract_to_cache into a real "

@@ -7,13 +7,13 @@ weights) embeds the task's (default ``demo``) train, val and test tiles once per
 float32 (the reference) and each lower precision the hardware offers - on a CPU bf16 autocast
 (emulated when the CPU has no native bf16) and fp16 autocast where torch's CPU autocast supports
 it; on CUDA fp16, and bf16 where the device computes it natively - or those of ``--precisions``.
-Extraction is the real one (``evalsuite.features.prepare_features``: the run's loader, transform,
+Extraction is the real one (``evalsuite.features.prepare.prepare_features``: the run's loader, transform,
 channels-last for CNNs, autocast, chunked float16 cache, budget plan) into a temporary cache,
 one cache per precision as a run would keep them. The forward's own float32 output is recorded
 on the way, before the cache's float16 cast. The probe recipes (``probes/linear.yaml``,
 ``probes/knn.yaml``) are then fitted on train and selected on val (same seed) on each
 precision's float16 cache, as a run does, and once on the float32 output of the fp32 forward
-(no cache), and scored with ``evalsuite.metrics.compute_metrics`` on test.
+(no cache), and scored with ``evalsuite.metrics.classification.compute_metrics`` on test.
 
 How to read the result
 ----------------------
@@ -101,7 +101,7 @@ def offered_precisions(device) -> list[str]:
 def _cpu_autocast_works(precision: str) -> bool:
     import torch
 
-    from evalsuite.precision import autocast_context
+    from evalsuite.runtime.precision import autocast_context
 
     dtype = {"bf16": torch.bfloat16, "fp16": torch.float16}[precision]
     try:
@@ -114,7 +114,7 @@ def _cpu_autocast_works(precision: str) -> bool:
 def machine_line(device) -> str:
     import torch
 
-    from evalsuite.cpus import cpu_description
+    from evalsuite.runtime.cpus import cpu_description
 
     where = torch.cuda.get_device_name(device) if device.type == "cuda" else cpu_description()
     return f"machine: {where}, {torch.get_num_threads()} threads, torch {torch.__version__}"
@@ -122,7 +122,7 @@ def machine_line(device) -> str:
 
 def extract(precision: str, backbone, card, reader, device, args, out_dir: Path) -> tuple[dict, dict, float]:
     """({split: (float16 cache, labels)}, {split: float32 forward output}, wall seconds) in one precision."""
-    from evalsuite.features import prepare_features
+    from evalsuite.features.prepare import prepare_features
     from evalsuite.runner import RunConfig
 
     config = RunConfig(task=card.name, model=backbone.name, random_init=args.random_init, out_dir=out_dir,
@@ -156,7 +156,7 @@ def _warm_up(backbone, device, precision: str) -> None:
     # One-off costs (kernel selection, allocator) land in no precision's timing, not in the first one's.
     import torch
 
-    from evalsuite.precision import autocast_context
+    from evalsuite.runtime.precision import autocast_context
 
     with torch.inference_mode(), autocast_context(device, precision):
         backbone.pooled_features(torch.randn(2, *backbone.data_config["input_size"], device=device))
@@ -183,7 +183,7 @@ def value_cast_errors(features32: np.ndarray) -> dict:
 
 def fit_and_score(recipe, card, data: dict, device, seed: int) -> tuple[dict, dict]:
     """(selected params, test metrics) of one probe recipe fitted on train, selected on val."""
-    from evalsuite.metrics import compute_metrics
+    from evalsuite.metrics.classification import compute_metrics
     from evalsuite.probes import PROBES
 
     probe = PROBES[recipe.probe](num_classes=card.num_classes, device=device, seed=seed, **recipe.params)
@@ -220,12 +220,12 @@ def feature_rows(precisions, forward32, cached, seconds) -> list:
 
 
 def run(args) -> None:
-    from evalsuite.backbones import build_backbone
-    from evalsuite.cards import load_card
-    from evalsuite.cpus import use_threads
-    from evalsuite.devices import resolve_device
+    from evalsuite.models.backbones import build_backbone
     from evalsuite.readers import build_reader
-    from evalsuite.recipes import load_recipe
+    from evalsuite.runtime.cpus import use_threads
+    from evalsuite.runtime.devices import resolve_device
+    from evalsuite.tasks.cards import load_card
+    from evalsuite.tasks.recipes import load_recipe
 
     device = resolve_device(args.device)
     use_threads(args.threads)
@@ -324,7 +324,7 @@ def parse_args(argv=None):
     if args.batch_size < 1 or (args.num_workers is not None and args.num_workers < 0) or args.threads < 0:
         parser.error("--batch-size must be >= 1, --num-workers and --threads >= 0")
     if args.num_workers is None:
-        from evalsuite.cpus import default_num_workers
+        from evalsuite.runtime.cpus import default_num_workers
 
         args.num_workers = default_num_workers()
     return args

@@ -16,10 +16,10 @@ float32 batches of ``--batch-size`` rows per epoch (shuffled, last partial batch
   ``DataLoader(shuffle=True, drop_last=True)`` with the default collate, once per
   ``--num-workers`` value (default 0 and 2; workers are persistent, so their start-up is not
   charged to an epoch). The better of these is the baseline.
-- ``resident``: (b), ``evalsuite.batches.BatchSource`` over the host-RAM numpy array: the
+- ``resident``: (b), ``evalsuite.probes.batches.BatchSource`` over the host-RAM numpy array: the
   array becomes a torch tensor without a copy, and a batch is one ``index_select`` of a
   slice of the epoch's permutation plus one upcast.
-- ``streamed``: (c), for information: ``BatchSource`` over ``evalsuite.npy_rows.NpyRows``
+- ``streamed``: (c), for information: ``BatchSource`` over ``evalsuite.storage.npy_rows.NpyRows``
   of the same array saved as ``.npy`` (the resident batches, their rows read in ascending order, at
   most ``--read-rows`` per read, and put back in permutation order; the file is in
   the page cache after the warm-up epoch, so this is not a cold-disk number).
@@ -196,8 +196,8 @@ def format_table(rows: list[list[str]]) -> str:
 def run(args) -> None:
     import torch
 
-    from evalsuite.batches import BatchSource
-    from evalsuite.npy_rows import NpyRows
+    from evalsuite.probes.batches import BatchSource
+    from evalsuite.storage.npy_rows import NpyRows
 
     torch.manual_seed(args.seed)
     if args.threads:
@@ -208,8 +208,8 @@ def run(args) -> None:
           f"{args.classes} classes, batch {args.batch_size}, {args.heads} head(s), {args.warmup} warm-up + "
           f"{args.epochs} timed epochs, torch {torch.__version__} with {torch.get_num_threads()} threads; "
           f"features made in {time.perf_counter() - started:.1f} s", file=sys.stderr, flush=True)
-    from evalsuite.devices import resolve_device
     from evalsuite.errors import EvalsuiteError
+    from evalsuite.runtime.devices import resolve_device
 
     try:
         device = resolve_device(args.device)
@@ -302,7 +302,7 @@ def report_ratios(results: list[dict], step_only: list[float], batches: int) -> 
 def parse_args(argv=None):
     parser = argparse.ArgumentParser(
         description="Per-epoch time of a linear probe on cached float16 features: per-item torch DataLoader vs "
-                    "evalsuite.batches.BatchSource (resident and streamed), same training step and batches.")
+                    "evalsuite.probes.batches.BatchSource (resident and streamed), same training step and batches.")
     parser.add_argument("--samples", type=int, default=100_000, help="feature rows (default: 100000)")
     parser.add_argument("--dim", type=int, default=1024, help="feature width (default: 1024)")
     parser.add_argument("--classes", type=int, default=10, help="label classes (default: 10)")

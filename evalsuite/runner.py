@@ -15,22 +15,22 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from evalsuite.backbones import build_backbone
-from evalsuite.bootstrap import bootstrap_intervals, interval_clusters
-from evalsuite.cards import load_card
-from evalsuite.cpus import use_threads
-from evalsuite import distributed
 from evalsuite.errors import EvalsuiteError
-from evalsuite.features import prepare_features, used_precision
-from evalsuite.fsio import check_out_folder
-from evalsuite.leaderboard import LEADERBOARD_FILE, append_rows, check_appendable
-from evalsuite.metrics import compute_metrics
+from evalsuite.features.prepare import prepare_features, used_precision
+from evalsuite.metrics.bootstrap import bootstrap_intervals, interval_clusters
+from evalsuite.metrics.classification import compute_metrics
+from evalsuite.metrics.segmentation import segmentation_split_metrics
+from evalsuite.models.backbones import build_backbone
+from evalsuite.models.transforms import describe_transform
 from evalsuite.probes import PROBES
 from evalsuite.readers import build_reader
-from evalsuite.recipes import load_recipe
-from evalsuite.results import library_versions, staged_run_json
-from evalsuite.segmentation_metrics import segmentation_split_metrics
-from evalsuite.transforms import describe_transform
+from evalsuite.reporting.leaderboard import LEADERBOARD_FILE, append_rows, check_appendable
+from evalsuite.reporting.results import library_versions, staged_run_json
+from evalsuite.runtime import distributed
+from evalsuite.runtime.cpus import use_threads
+from evalsuite.storage.fsio import check_out_folder
+from evalsuite.tasks.cards import load_card
+from evalsuite.tasks.recipes import load_recipe
 
 
 @dataclass
@@ -46,8 +46,8 @@ class RunConfig:
     device: str = "auto"
     batch_size: int = 64
     num_workers: int = 2
-    precision: str = "auto"  # auto | bf16 | fp16 | fp32 (evalsuite.precision)
-    threads: int = 0  # torch intra-op threads; 0: every usable CPU (evalsuite.cpus)
+    precision: str = "auto"  # auto | bf16 | fp16 | fp32 (evalsuite.runtime.precision)
+    threads: int = 0  # torch intra-op threads; 0: every usable CPU (evalsuite.runtime.cpus)
     data_root: str | None = None
     check_counts: bool = True
     cache: str = "auto"  # ram | memmap | auto (the budget planner decides)

@@ -10,9 +10,9 @@ import torch
 from safetensors.torch import save_file
 
 from conftest import leaderboard_rows, run_cli
-from evalsuite.backbones import build_backbone, load_weights
+from evalsuite.models.backbones import build_backbone, load_weights
 from evalsuite.errors import EvalsuiteError
-from evalsuite.model_registry import MODELS
+from evalsuite.models.registry import MODELS
 
 KAIKO_S16 = "kaiko-vits16"  # the smallest registry ViT: ViT-S/16, 384 wide, 14x14 patches at 224 px
 
@@ -227,7 +227,7 @@ def test_run_end_to_end_with_a_local_registry_checkpoint(reference, tmp_path):
 @pytest.mark.parametrize("name, source", [("hf-hub:some-org/some-vit", "hub:some-org/some-vit"),
                                           ("test_vit", "timm:")])
 def test_hub_weights_are_identified_by_their_content_and_their_source(monkeypatch, name, source):
-    import evalsuite.backbones as backbones
+    import evalsuite.models.backbones as backbones
 
     weights = {"seed": 0}
 

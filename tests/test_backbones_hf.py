@@ -1,5 +1,5 @@
 """Checkpoints published for Hugging Face transformers (Phikon, Phikon-v2, Hibou, Midnight) and the
-original DINOv2 layout (kaiko ViT-L/14) load into timm ViTs through evalsuite.adapters.
+original DINOv2 layout (kaiko ViT-L/14) load into timm ViTs through evalsuite.models.adapters.
 
 The reference is transformers itself: a small randomly initialised transformers model and the
 timm model given its renamed weights must produce the same tokens. The published configs of
@@ -13,9 +13,11 @@ import torch
 from timm.layers import SwiGLUPacked
 from timm.models.vision_transformer import VisionTransformer
 
-from evalsuite import adapters, checkpoints
-from evalsuite.backbones import create_architecture
-from evalsuite.model_registry import MODELS
+from evalsuite.models import adapters
+
+from evalsuite.models import checkpoints
+from evalsuite.models.backbones import create_architecture
+from evalsuite.models.registry import MODELS
 
 transformers = pytest.importorskip(
     "transformers", reason="the transformers key mapping is checked against transformers itself (dev extra)")

@@ -13,7 +13,7 @@ import pytest
 import torch
 
 from conftest import assert_one_line_error, leaderboard_rows, run_cli
-from evalsuite.cards import load_card
+from evalsuite.tasks.cards import load_card
 from evalsuite.errors import EvalsuiteError
 from evalsuite.readers.crc import CrcReader
 from fixtures_tiles import make_crc, make_mhist
@@ -102,7 +102,7 @@ def test_half_precision_checkpoint_is_accepted(tmp_path):
     """Float16/bfloat16 checkpoints are common (hub releases) and are cast, not refused."""
     import timm
 
-    from evalsuite.backbones import build_backbone
+    from evalsuite.models.backbones import build_backbone
     from safetensors.torch import save_file
 
     state = {k: v.to(torch.bfloat16) if v.is_floating_point() else v
@@ -131,7 +131,7 @@ def test_unknown_class_folder_is_named_on_stderr_and_skipped(tmp_path, capsys):
 def test_unknown_class_folder_is_an_error_when_the_card_closes_the_class_list(tmp_path):
     import yaml
 
-    from evalsuite.resources import cards_dir
+    from evalsuite.tasks.resources import cards_dir
 
     card = yaml.safe_load((cards_dir() / "crc.yaml").read_text())
     card["classes_closed"] = True
@@ -144,7 +144,7 @@ def test_unknown_class_folder_is_an_error_when_the_card_closes_the_class_list(tm
 def test_classes_closed_must_be_a_boolean(tmp_path):
     import yaml
 
-    from evalsuite.resources import cards_dir
+    from evalsuite.tasks.resources import cards_dir
 
     card = yaml.safe_load((cards_dir() / "crc.yaml").read_text())
     card["classes_closed"] = "yes"

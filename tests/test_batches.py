@@ -4,8 +4,8 @@ import numpy as np
 import pytest
 import torch
 
-from evalsuite.batches import BatchSource, epoch_permutation
-from evalsuite.npy_rows import NpyRows
+from evalsuite.probes.batches import BatchSource, epoch_permutation
+from evalsuite.storage.npy_rows import NpyRows
 
 
 def _features(samples: int, dim: int = 4) -> tuple[np.ndarray, np.ndarray]:

@@ -5,8 +5,8 @@ import json
 import pytest
 
 from conftest import assert_one_line_error, run_cli
-from evalsuite.budget import EXIT_REFUSE, SplitPlan, make_plan
-from evalsuite.memory_limits import memory_sources, parse_size_bytes
+from evalsuite.features.budget import EXIT_REFUSE, SplitPlan, make_plan
+from evalsuite.features.memory_limits import memory_sources, parse_size_bytes
 
 GIB = 1024**3
 MIB = 1024**2

@@ -106,7 +106,7 @@ def test_two_processes_on_one_key_extract_each_sample_once(reference, tmp_path):
 
 
 def test_sigterm_and_sigusr1_are_the_stop_signals():
-    from evalsuite.extract import _STOP_SIGNALS
+    from evalsuite.features.extract import _STOP_SIGNALS
 
     assert set(_STOP_SIGNALS) == {signal.SIGTERM, signal.SIGUSR1}
 

@@ -6,9 +6,9 @@ import zipfile
 
 import pytest
 
-from evalsuite.cards import load_card
+from evalsuite.tasks.cards import load_card
 from evalsuite.errors import EvalsuiteError
-from evalsuite.recipes import load_recipe
+from evalsuite.tasks.recipes import load_recipe
 from conftest import REPO
 
 
@@ -54,8 +54,8 @@ def test_installed_wheel_finds_cards_recipes_and_demo_data(tmp_path):
     assert not any(name.startswith(("datasets/", "probes/")) for name in names)
     subprocess.run([sys.executable, "-m", "pip", "install", "--no-deps", "-q", "--target", target, wheel],
                    check=True, capture_output=True)
-    check = ("import evalsuite, sys; from evalsuite.cards import load_card; from evalsuite.readers import build_reader;"
-             "from evalsuite.recipes import load_recipe; card = load_card('demo'); load_recipe('knn');"
+    check = ("import evalsuite, sys; from evalsuite.tasks.cards import load_card; from evalsuite.readers import build_reader;"
+             "from evalsuite.tasks.recipes import load_recipe; card = load_card('demo'); load_recipe('knn');"
              "assert evalsuite.__file__.startswith(sys.argv[1]), evalsuite.__file__;"
              "print(len(build_reader(card).labels))")
     result = subprocess.run([sys.executable, "-c", check, str(target)], cwd=tmp_path, capture_output=True, text=True,

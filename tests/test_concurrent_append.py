@@ -4,7 +4,7 @@ import multiprocessing
 
 import pandas as pd
 
-from evalsuite.leaderboard import COLUMNS, append_rows
+from evalsuite.reporting.leaderboard import COLUMNS, append_rows
 
 
 def _append_many(path, writer: int, runs: int) -> None:

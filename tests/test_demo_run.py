@@ -9,7 +9,7 @@ import pandas as pd
 import pytest
 
 from conftest import leaderboard_rows, library_warnings, run_cli
-from evalsuite.leaderboard import COLUMNS
+from evalsuite.reporting.leaderboard import COLUMNS
 
 pytestmark = pytest.mark.slow
 

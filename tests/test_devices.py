@@ -3,7 +3,7 @@
 import pytest
 import torch
 
-from evalsuite.devices import loader_kwargs, resolve_device
+from evalsuite.runtime.devices import loader_kwargs, resolve_device
 from evalsuite.errors import EvalsuiteError
 
 

@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from conftest import leaderboard_rows, run_cli
-from evalsuite.distributed import Dist, backend_for, dist_from_env, rank_device, shard_bounds
+from evalsuite.runtime.distributed import Dist, backend_for, dist_from_env, rank_device, shard_bounds
 
 
 @pytest.mark.parametrize("world_size", [1, 2, 3, 4])

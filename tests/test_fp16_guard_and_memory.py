@@ -33,7 +33,7 @@ def test_features_beyond_float16_range_fail_before_any_probe(tmp_path):
 _FIT_SCRIPT = textwrap.dedent("""
     import sys
     import numpy as np
-    from evalsuite.npy_rows import NpyRows
+    from evalsuite.storage.npy_rows import NpyRows
     from evalsuite.probes import LinearProbe
 
     def status_kib(field):

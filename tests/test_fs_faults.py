@@ -26,7 +26,7 @@ import pytest
 
 from conftest import assert_one_line_error, leaderboard_rows
 from evalsuite import cli, runner
-from evalsuite.leaderboard import COLUMNS
+from evalsuite.reporting.leaderboard import COLUMNS
 from fixtures_tiles import make_crc
 
 RUN = ["run", "--task", "crc", "--no-count-check", "--model", "test_vit", "--random-init", "--precision", "fp32",

@@ -11,7 +11,7 @@ import pytest
 
 from conftest import assert_one_line_error, leaderboard_rows, run_cli
 from evalsuite.errors import EvalsuiteError
-from evalsuite.leaderboard import COLUMNS, SCHEMA_VERSION, append_rows, read_rows
+from evalsuite.reporting.leaderboard import COLUMNS, SCHEMA_VERSION, append_rows, read_rows
 
 V1_COLUMNS = COLUMNS[: COLUMNS.index("headline_metric")]
 
@@ -27,7 +27,7 @@ def make_row(run_id="r0", value=0.5, seed=0, **fields) -> dict:
 _WRITER = """
 import json, os, sys, time
 from pathlib import Path
-from evalsuite.leaderboard import append_rows
+from evalsuite.reporting.leaderboard import append_rows
 board, go, writer = Path(sys.argv[1]), Path(sys.argv[2]), int(sys.argv[3])
 while not go.exists():
     time.sleep(0.001)

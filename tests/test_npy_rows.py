@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from evalsuite.errors import EvalsuiteError
-from evalsuite.npy_rows import NpyRows
+from evalsuite.storage.npy_rows import NpyRows
 
 
 @pytest.fixture
@@ -28,7 +28,7 @@ def test_rows_equal_numpy_indexing(saved, index):
 
 
 def test_merged_and_split_spans_give_the_same_rows(tmp_path, monkeypatch):
-    import evalsuite.npy_rows as npy_rows
+    import evalsuite.storage.npy_rows as npy_rows
 
     array = np.arange(20_000 * 8, dtype=np.float16).reshape(20_000, 8)
     np.save(tmp_path / "wide.npy", array)

@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from evalsuite.errors import EvalsuiteError
-from evalsuite.pooling import (CLS, CLS_MEAN_PATCH, MEAN_PATCH, TIMM_HEAD, patch_grid, pool_tokens, pooled_dim,
+from evalsuite.models.pooling import (CLS, CLS_MEAN_PATCH, MEAN_PATCH, TIMM_HEAD, patch_grid, pool_tokens, pooled_dim,
                                token_grid)
 
 WIDTH = 3
@@ -102,7 +102,7 @@ def _tiny_images() -> torch.Tensor:
 def _demo_card_with(tmp_path, card_name: str = "demo", **fields):
     import yaml
 
-    from evalsuite.resources import cards_dir
+    from evalsuite.tasks.resources import cards_dir
 
     raw = yaml.safe_load((cards_dir() / f"{card_name}.yaml").read_text())
     path = tmp_path / f"{card_name}_pooling.yaml"
@@ -112,8 +112,8 @@ def _demo_card_with(tmp_path, card_name: str = "demo", **fields):
 
 @pytest.mark.parametrize("name", EVA_CLASS_TOKEN_MODELS)
 def test_class_token_pooling_gives_the_token_width_where_the_card_gives_twice_it(name):
-    from evalsuite.backbones import create_architecture, spec_backbone, with_pooling
-    from evalsuite.model_registry import MODELS
+    from evalsuite.models.backbones import create_architecture, spec_backbone, with_pooling
+    from evalsuite.models.registry import MODELS
 
     spec = MODELS[name]
     card_default = spec_backbone(spec, create_architecture(spec, device="meta"), weights_id="meta", label=name)
@@ -127,7 +127,7 @@ def test_class_token_pooling_gives_the_token_width_where_the_card_gives_twice_it
 
 
 def test_pooling_choice_on_a_timm_vit_pools_its_tokens():
-    from evalsuite.backbones import build_backbone
+    from evalsuite.models.backbones import build_backbone
 
     default = build_backbone(TINY_VIT, random_init=True)
     class_token = build_backbone(TINY_VIT, random_init=True, pooling=CLS)
@@ -144,9 +144,9 @@ def test_pooling_choice_on_a_timm_vit_pools_its_tokens():
 
 
 def test_pooling_is_part_of_the_cache_key_and_sizes_the_cached_row(tmp_path):
-    from evalsuite.backbones import build_backbone
-    from evalsuite.cards import load_card
-    from evalsuite.features import plan_splits
+    from evalsuite.models.backbones import build_backbone
+    from evalsuite.tasks.cards import load_card
+    from evalsuite.features.prepare import plan_splits
     from evalsuite.readers import build_reader
     from evalsuite.runner import RunConfig
 
@@ -165,8 +165,8 @@ def test_pooling_is_part_of_the_cache_key_and_sizes_the_cached_row(tmp_path):
 
 
 def test_task_card_pooling_applies_to_token_models_and_yields_to_the_flag(tmp_path):
-    from evalsuite.backbones import build_backbone
-    from evalsuite.cards import load_card
+    from evalsuite.models.backbones import build_backbone
+    from evalsuite.tasks.cards import load_card
 
     card = load_card(str(_demo_card_with(tmp_path, pooling=CLS_MEAN_PATCH)))
     assert card.pooling == CLS_MEAN_PATCH and load_card("demo").pooling is None
@@ -186,7 +186,7 @@ def test_task_card_pooling_applies_to_token_models_and_yields_to_the_flag(tmp_pa
     ("demo_seg", {"pooling": CLS}, "field 'pooling' applies to classification cards only"),
 ])
 def test_bad_card_pooling_is_a_one_line_error(tmp_path, card_name, fields, message):
-    from evalsuite.cards import load_card
+    from evalsuite.tasks.cards import load_card
 
     with pytest.raises(EvalsuiteError, match=re.escape(message)) as error:
         load_card(str(_demo_card_with(tmp_path, card_name, **fields)))

@@ -9,7 +9,7 @@ import torch
 
 from conftest import leaderboard_rows, run_cli
 from evalsuite.errors import EvalsuiteError
-from evalsuite.precision import Capabilities, autocast_context, cpu_has_native_bf16, resolve_precision
+from evalsuite.runtime.precision import Capabilities, autocast_context, cpu_has_native_bf16, resolve_precision
 
 CPU, CUDA = torch.device("cpu"), torch.device("cuda", 0)
 NO_BF16 = Capabilities(cuda_bf16=False, cpu_bf16=False)
@@ -68,7 +68,7 @@ def test_autocast_on_cuda_names_the_dtype():
 
 
 def test_efficientnet_lite0_imagenet_is_pinned_to_fp32():
-    from evalsuite.model_registry import MODELS
+    from evalsuite.models.registry import MODELS
 
     assert MODELS["efficientnet_lite0_imagenet"].precision == "fp32"
     assert all(spec.precision in (None, "bf16", "fp16", "fp32") for spec in MODELS.values())
@@ -112,7 +112,7 @@ def test_precision_used_is_in_the_output_json_row_and_cache_key(tmp_path):
 def test_threads_default_to_this_process_share_of_its_cpus(monkeypatch):
     import os
 
-    from evalsuite import cpus
+    from evalsuite.runtime import cpus
 
     monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0, 1, 2, 3, 4, 5, 6, 7})
     monkeypatch.delenv("OMP_NUM_THREADS", raising=False)

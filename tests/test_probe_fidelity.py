@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 from sklearn.metrics import f1_score
 
-from evalsuite.bootstrap import _ClassRanks, weighted_metrics
-from evalsuite.metrics import compute_metrics
+from evalsuite.metrics.bootstrap import _ClassRanks, weighted_metrics
+from evalsuite.metrics.classification import compute_metrics
 from conftest import noisy_class_split
 
 
@@ -85,7 +85,7 @@ def _class_sorted_split(per_class: int, seed: int, dim: int = 48, classes: int =
 
 
 def test_linear_probe_selects_the_same_head_and_scores_the_same_from_ram_and_from_a_memory_map(tmp_path):
-    from evalsuite.npy_rows import NpyRows
+    from evalsuite.storage.npy_rows import NpyRows
     from evalsuite.probes import LinearProbe
 
     (train, train_y), (val, val_y) = _class_sorted_split(400, seed=1), _class_sorted_split(100, seed=2)
@@ -152,7 +152,7 @@ def test_demo_class_counts_in_the_card_and_the_readme_are_the_readers():
     import re
 
     from conftest import REPO
-    from evalsuite.cards import load_card
+    from evalsuite.tasks.cards import load_card
     from evalsuite.readers import build_reader
 
     card = load_card("demo")

@@ -5,7 +5,7 @@ import pytest
 import torch
 
 from conftest import RecordingFeatures
-from evalsuite.batches import iter_float32_batches
+from evalsuite.probes.batches import iter_float32_batches
 from evalsuite.errors import EvalsuiteError
 from evalsuite.probes import KNNProbe, LinearProbe
 

@@ -8,8 +8,8 @@ import pandas as pd
 import pytest
 
 from conftest import assert_one_line_error, library_warnings, noisy_class_split, run_cli
-from evalsuite.bootstrap import _ClassRanks, bootstrap_intervals, weighted_metrics
-from evalsuite.metrics import compute_metrics
+from evalsuite.metrics.bootstrap import _ClassRanks, bootstrap_intervals, weighted_metrics
+from evalsuite.metrics.classification import compute_metrics
 
 
 @pytest.mark.parametrize("labels_present", [(0, 1, 2), (0, 1)])
@@ -93,8 +93,8 @@ def test_one_cluster_has_no_interval_and_misaligned_ids_are_refused():
 
 def test_readers_name_their_resampling_unit(tmp_path):
     from fixtures_tiles import make_bach, make_bracs, make_breakhis, make_crc
-    from evalsuite.bootstrap import interval_clusters
-    from evalsuite.cards import load_card
+    from evalsuite.metrics.bootstrap import interval_clusters
+    from evalsuite.tasks.cards import load_card
     from evalsuite.errors import EvalsuiteError
     from evalsuite.readers import build_reader
 
@@ -116,7 +116,7 @@ def test_readers_name_their_resampling_unit(tmp_path):
 
 def test_bracs_file_without_a_slide_id_is_named(tmp_path):
     from fixtures_tiles import make_bracs, write_image
-    from evalsuite.cards import load_card
+    from evalsuite.tasks.cards import load_card
     from evalsuite.errors import EvalsuiteError
     from evalsuite.readers import build_reader
 

@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 from conftest import assert_one_line_error, run_cli
-from evalsuite.cards import load_card
+from evalsuite.tasks.cards import load_card
 from evalsuite.errors import EvalsuiteError
 from evalsuite.readers.bach import BachReader
 from fixtures_tiles import make_bach, run_card, write_image

@@ -3,7 +3,7 @@
 import pytest
 from PIL import Image
 
-from evalsuite.cards import load_card
+from evalsuite.tasks.cards import load_card
 from evalsuite.errors import EvalsuiteError
 from evalsuite.readers.bracs import BracsReader
 from fixtures_tiles import BRACS_CLASSES, make_bracs, run_card

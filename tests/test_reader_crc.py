@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 from conftest import assert_one_line_error, run_cli
-from evalsuite.cards import load_card
+from evalsuite.tasks.cards import load_card
 from evalsuite.errors import EvalsuiteError
 from evalsuite.readers.crc import CrcReader
 from fixtures_tiles import make_crc, run_card

@@ -12,7 +12,7 @@ import torch
 from torchvision import transforms as T
 
 from conftest import assert_one_line_error, run_cli
-from evalsuite.cards import load_card
+from evalsuite.tasks.cards import load_card
 from evalsuite.errors import EvalsuiteError
 from evalsuite.readers import pcam
 from evalsuite.readers.pcam import PcamReader

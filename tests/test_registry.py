@@ -7,9 +7,9 @@ import pytest
 import torch
 
 from conftest import assert_one_line_error, run_cli
-from evalsuite.backbones import create_architecture, spec_backbone
-from evalsuite.model_registry import MODELS
-from evalsuite.pooling import DENSE_RULES, FEATURE_MAP, POOLING_RULES, TIMM_HEAD, pooled_dim
+from evalsuite.models.backbones import create_architecture, spec_backbone
+from evalsuite.models.registry import MODELS
+from evalsuite.models.pooling import DENSE_RULES, FEATURE_MAP, POOLING_RULES, TIMM_HEAD, pooled_dim
 
 ISSUE_NAMES = ["uni", "uni2-h", "virchow", "virchow2", "h-optimus-0", "h-optimus-1", "h0-mini", "prov-gigapath",
                "phikon", "phikon-v2", "hibou-b", "hibou-l", "midnight-12k", "lunit-vits8", "kaiko-vits16",
@@ -128,14 +128,14 @@ def _fake_hub(monkeypatch, files: dict):
         return answer
 
     monkeypatch.setattr(huggingface_hub, "hf_hub_download", download)
-    monkeypatch.setattr("evalsuite.hub.hub_reachable", lambda *a, **k: True)
+    monkeypatch.setattr("evalsuite.models.hub.hub_reachable", lambda *a, **k: True)
     return calls
 
 
 def test_hub_download_falls_back_to_the_pytorch_file_when_there_is_no_safetensors(monkeypatch):
     from huggingface_hub.errors import RemoteEntryNotFoundError
 
-    from evalsuite.hub import download_weights
+    from evalsuite.models.hub import download_weights
 
     calls = _fake_hub(monkeypatch, {"model.safetensors": _hub_error(RemoteEntryNotFoundError, "404"),
                                     "pytorch_model.bin": "/cache/pytorch_model.bin"})
@@ -148,7 +148,7 @@ def test_gated_repository_without_access_names_the_licence_page_and_hf_token(mon
     from huggingface_hub.errors import GatedRepoError
 
     from evalsuite.errors import EvalsuiteError
-    from evalsuite.hub import download_weights
+    from evalsuite.models.hub import download_weights
 
     _fake_hub(monkeypatch, {"model.safetensors": _hub_error(GatedRepoError, "401 restricted")})
     with pytest.raises(EvalsuiteError) as error:

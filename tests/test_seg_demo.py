@@ -7,13 +7,13 @@ import pytest
 import torch
 
 from conftest import leaderboard_rows, run_cli
-from evalsuite.backbones import build_backbone
-from evalsuite.cards import load_card
+from evalsuite.models.backbones import build_backbone
+from evalsuite.tasks.cards import load_card
 from evalsuite.probes import PROBES
 from evalsuite.readers import build_reader
-from evalsuite.recipes import load_recipe
-from evalsuite.segmentation_metrics import metrics_from_confusion
-from evalsuite.transforms import build_transform
+from evalsuite.tasks.recipes import load_recipe
+from evalsuite.metrics.segmentation import metrics_from_confusion
+from evalsuite.models.transforms import build_transform
 
 pytestmark = pytest.mark.slow
 

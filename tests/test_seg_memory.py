@@ -14,7 +14,7 @@ ROWS, GRID, WIDTH, LABEL_PX, CLASSES = 4000, 16, 384, 64, 5
 _FIT_SCRIPT = textwrap.dedent("""
     import json, sys
     import numpy as np
-    from evalsuite.npy_rows import NpyRows
+    from evalsuite.storage.npy_rows import NpyRows
     from evalsuite.probes import PROBES
 
     def status_kib(field):

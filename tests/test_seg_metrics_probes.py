@@ -7,11 +7,11 @@ import pytest
 import torch
 
 from conftest import RecordingFeatures
-from evalsuite.cards import load_card
+from evalsuite.tasks.cards import load_card
 from evalsuite.errors import EvalsuiteError
 from evalsuite.probes import PROBES
 from evalsuite.probes._seg_train import soft_dice_loss
-from evalsuite.segmentation_metrics import (IGNORE_INDEX, SEGMENTATION_METRICS, metrics_from_confusion,
+from evalsuite.metrics.segmentation import (IGNORE_INDEX, SEGMENTATION_METRICS, metrics_from_confusion,
                                             segmentation_split_metrics, update_confusion)
 
 

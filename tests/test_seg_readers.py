@@ -9,9 +9,9 @@ import scipy.io
 import torch
 
 from conftest import assert_one_line_error, leaderboard_rows, run_cli
-from evalsuite import features
-from evalsuite.backbones import build_backbone
-from evalsuite.cards import load_card
+from evalsuite.features import prepare as features
+from evalsuite.models.backbones import build_backbone
+from evalsuite.tasks.cards import load_card
 from evalsuite.errors import EvalsuiteError
 from evalsuite.readers import build_reader
 from evalsuite.readers.hgsc_tiles import split_of

@@ -175,7 +175,7 @@ def test_budget_gate_refuses_before_any_extraction(cluster, tmp_path):
     summary = _summary(tmp_path, job)
     assert summary.startswith("summary: REFUSED task=demo model=efficientnet_lite0_imagenet plan=refuse mem=1024M"), \
         summary
-    assert rc == 3, _tail(tmp_path, job)  # evalsuite.budget.EXIT_REFUSE, also the job's exit code
+    assert rc == 3, _tail(tmp_path, job)  # evalsuite.features.budget.EXIT_REFUSE, also the job's exit code
     assert re.search(r"^decision: refuse ", log, re.M)
     # the planned and the available bytes, as evalsuite states them
     reason = re.search(r"evalsuite: error: RAM budget: .*working set needs ([\d.]+) GiB but usable ([\d.]+) MiB "

@@ -2,10 +2,10 @@
 
 from pathlib import Path
 
-from evalsuite.cpus import default_num_workers
-from evalsuite.precision import PRECISIONS
 from evalsuite.errors import EvalsuiteError
-from evalsuite.pooling import check_token_rule
+from evalsuite.models.pooling import check_token_rule
+from evalsuite.runtime.cpus import default_num_workers
+from evalsuite.runtime.precision import PRECISIONS
 
 DEFAULT_OUT = "evalsuite_out"
 DEFAULT_MODEL = "efficientnet_lite0_imagenet"

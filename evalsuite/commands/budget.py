@@ -18,13 +18,13 @@ def add_parser(commands, common) -> None:
 
 
 def main(args) -> None:
-    from evalsuite.backbones import build_backbone
-    from evalsuite.budget import BudgetRefused, format_plan
-    from evalsuite.cards import load_card
     from evalsuite.commands._common import run_config
-    from evalsuite.devices import resolve_device
-    from evalsuite.features import plan_splits
+    from evalsuite.features.budget import BudgetRefused, format_plan
+    from evalsuite.features.prepare import plan_splits
+    from evalsuite.models.backbones import build_backbone
     from evalsuite.readers import build_reader
+    from evalsuite.runtime.devices import resolve_device
+    from evalsuite.tasks.cards import load_card
 
     config = run_config(args)
     card = load_card(config.task)

@@ -56,7 +56,7 @@ def _checked_rm_prefixes(cache, prefixes: list[str], remove_all: bool) -> None:
 
 
 def main(args) -> None:
-    from evalsuite.cache import FeatureCache
+    from evalsuite.features.cache import FeatureCache
 
     cache = FeatureCache(Path(args.out) / "cache")
     if args.action == "rm":
@@ -65,7 +65,7 @@ def main(args) -> None:
 
 
 def _ls(cache, keys) -> None:
-    from evalsuite.budget import human_bytes
+    from evalsuite.features.budget import human_bytes
 
     print(f"{'key':<26}{'size':>12}  {'status':<22}{'shape':<18}task/split  model")
     for key in keys:
@@ -77,9 +77,9 @@ def _ls(cache, keys) -> None:
 
 
 def _verify(cache, keys) -> None:
-    from evalsuite.cache import FEATURES_FILE, corrupt_chunks, first_non_finite_row
-    from evalsuite.npy_rows import NpyRows
     from evalsuite.errors import EvalsuiteError
+    from evalsuite.features.cache import FEATURES_FILE, corrupt_chunks, first_non_finite_row
+    from evalsuite.storage.npy_rows import NpyRows
 
     problems = []
     for key in keys:
@@ -101,7 +101,7 @@ def _verify(cache, keys) -> None:
 
 
 def _rm(cache, keys) -> None:
-    from evalsuite.budget import human_bytes
+    from evalsuite.features.budget import human_bytes
 
     for key in keys:
         freed = cache.size_bytes(key)

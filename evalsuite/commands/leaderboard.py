@@ -22,16 +22,16 @@ def add_parser(commands, common) -> None:
 
 
 def main(args) -> None:
-    from evalsuite.leaderboard import LEADERBOARD_FILE, read_rows
-    from evalsuite.leaderboard_views import markdown_table, text_table, wide_csv_text, write_wide_csv
-    from evalsuite.leaderboard_wide import Filters, build_wide_table
+    from evalsuite.reporting.leaderboard import LEADERBOARD_FILE, read_rows
+    from evalsuite.reporting.views import markdown_table, text_table, wide_csv_text, write_wide_csv
+    from evalsuite.reporting.wide import Filters, build_wide_table
 
     source = Path(args.out) / LEADERBOARD_FILE
     filters = Filters(tasks=_names(args.task), models=_names(args.model), probes=_names(args.probe))
     table = build_wide_table(read_rows(source), args.split, args.metric, filters, source=str(source))
     written = [f"wide table: {write_wide_csv(table, args.out)}"]
     if args.plot:
-        from evalsuite.heatmap import save_heatmap
+        from evalsuite.reporting.heatmap import save_heatmap
 
         written.append(f"heatmap: {save_heatmap(table, Path(args.plot))}")
     # Printed only once every file is written, so a failure is the only line on stderr.

@@ -12,7 +12,7 @@ def add_parser(commands, common) -> None:
 
 
 def main(args) -> None:
-    from evalsuite.resources import cards_dir, recipes_dir, yaml_names
+    from evalsuite.tasks.resources import cards_dir, recipes_dir, yaml_names
 
     wanted = {kind for kind in _KINDS if getattr(args, f"only_{kind}", False) or args.what == kind} or set(_KINDS)
     if "tasks" in wanted:
@@ -27,8 +27,8 @@ def main(args) -> None:
 
 def models_table() -> str:
     """One row per registry model: what a user needs to pick one and to compare embeddings."""
-    from evalsuite.leaderboard import format_table
-    from evalsuite.model_registry import MODELS
+    from evalsuite.models.registry import MODELS
+    from evalsuite.reporting.leaderboard import format_table
 
     header = ["name", "embed dim", "tokens", "patch", "input", "licence"]
     body = [[spec.name, str(spec.embed_dim), _tokens(spec), f"{spec.patch_size_px} px",

@@ -34,7 +34,7 @@ def _seeds(args) -> list[int]:
 def main(args) -> None:
     probes = [p.strip() for p in args.probes.split(",") if p.strip()] if args.probes else []
     config = run_config(args, probes=probes, seeds=_seeds(args))  # flags checked before the heavy imports
-    from evalsuite.leaderboard import format_table
+    from evalsuite.reporting.leaderboard import format_table
     from evalsuite.runner import run
 
     record = run(config)

@@ -19,7 +19,7 @@ def add_parser(commands, common) -> None:
 
 
 def main(args) -> None:
-    from evalsuite.results import find_run_json, read_run_json
+    from evalsuite.reporting.results import find_run_json, read_run_json
 
     path = find_run_json(Path(args.out), args.run_id)
     record = read_run_json(path)

@@ -1,6 +1,6 @@
 """Probes: estimators trained on cached float16 features (scikit-learn style fit/predict_proba).
 
-Every probe takes features through `evalsuite.batches.iter_float32_batches`, so none ever
+Every probe takes features through `evalsuite.probes.batches.iter_float32_batches`, so none ever
 holds the whole cache as float32.
 """
 

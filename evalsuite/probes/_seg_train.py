@@ -2,7 +2,7 @@
 
 Features are dense float16 token grids [N, h, w, D] (memory-mapped or in RAM) and labels are
 integer masks [N, H, W] (uint8/int16, 255 = ignore). Both are read one batch at a time:
-features only through `evalsuite.batches.iter_float32_batches` (upcast per batch), masks by
+features only through `evalsuite.probes.batches.iter_float32_batches` (upcast per batch), masks by
 the same row indices. A head maps [B, h, w, D] float32 to logits [B, C, h, w]; the logits are
 upsampled (bilinear) to the label resolution before the loss and before the argmax that is
 scored, so nothing of size [N, C, H, W] is ever built for a split.
@@ -21,17 +21,16 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from evalsuite.batches import iter_float32_batches
-from evalsuite.npy_rows import NpyRows
 from evalsuite.errors import EvalsuiteError
-from evalsuite.segmentation_metrics import (IGNORE_INDEX, SEGMENTATION_METRICS, metrics_from_confusion,
-                                            update_confusion)
+from evalsuite.metrics.segmentation import IGNORE_INDEX, SEGMENTATION_METRICS, metrics_from_confusion, update_confusion
+from evalsuite.probes.batches import iter_float32_batches
+from evalsuite.storage.npy_rows import NpyRows
 
 _CHECK_ROWS = 256  # label rows scanned at once when validating class ids
 
 
 def releasing_rows(array):
-    """Rows of a memory-mapped .npy read with positioned reads (evalsuite.npy_rows), so streaming masks never
+    """Rows of a memory-mapped .npy read with positioned reads (evalsuite.storage.npy_rows), so streaming masks never
     leaves the label file's pages in the process's RSS; other arrays as they are."""
     if isinstance(array, np.memmap) and getattr(array, "filename", None) and Path(array.filename).suffix == ".npy":
         return NpyRows(Path(array.filename))

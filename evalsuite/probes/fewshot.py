@@ -15,10 +15,9 @@ once per k in float32 batches; all support sets are scored on each batch.
 import numpy as np
 import torch
 
-from evalsuite.batches import iter_float32_batches
-from evalsuite.metrics import compute_metrics
+from evalsuite.metrics.classification import compute_metrics
 from evalsuite.probes._validate import check_features_labels
-
+from evalsuite.probes.batches import iter_float32_batches
 
 # What `evaluate`'s intervals are, for the run JSON beside them (the bootstrap's are "patient", "tile", ...).
 INTERVAL_UNIT = "support_set_spread"

@@ -8,9 +8,9 @@ vote among the k nearest, ties broken by summed similarity.
 import numpy as np
 import torch
 
-from evalsuite.batches import iter_float32_batches
-from evalsuite.metrics import METRICS
+from evalsuite.metrics.classification import METRICS
 from evalsuite.probes._validate import check_features_labels
+from evalsuite.probes.batches import iter_float32_batches
 
 
 class KNNProbe:

@@ -12,10 +12,10 @@ import itertools
 import numpy as np
 import torch
 
-from evalsuite.batches import BatchSource, iter_float32_batches
-from evalsuite.metrics import METRICS
-from evalsuite.probes.linear_heads import LinearHeads
+from evalsuite.metrics.classification import METRICS
 from evalsuite.probes._validate import check_features_labels
+from evalsuite.probes.batches import BatchSource, iter_float32_batches
+from evalsuite.probes.linear_heads import LinearHeads
 
 
 class LinearProbe:

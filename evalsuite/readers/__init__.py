@@ -4,7 +4,7 @@ A reader is a class built as `Reader(card, data_root, check_counts=True, **card.
 and turns a card plus a data directory into one torch Dataset per split through
 `reader.dataset(split, transform)`. Each item is `(transform(PIL image), label)`; each dataset
 exposes `labels` (int64 numpy array) so probes and metrics never iterate over images to get
-them. Segmentation readers (readers/_seg_common.py) give `(transform(PIL tile), tile index)`
+them. Segmentation readers (readers/segmentation.py) give `(transform(PIL tile), tile index)`
 items and `labels` as uint8 masks [tiles, H, W] (255 = ignored). `check_counts` compares split
 sizes with the official ones where a dataset has them (`--no-count-check` turns it off for
 subsets). Missing files or a wrong layout raise EvalsuiteError naming the expected path
@@ -26,7 +26,7 @@ from evalsuite.readers.mhist import MhistReader
 from evalsuite.readers.monusac import MonusacReader
 from evalsuite.readers.pannuke import PannukeReader
 from evalsuite.readers.pcam import PcamReader
-from evalsuite.resources import shipped_data_dir
+from evalsuite.tasks.resources import shipped_data_dir
 
 READERS = {
     "hgsc_tiles": HgscTileReader,

@@ -195,7 +195,7 @@ class FileListReader:
     `preprocess` (`resize` | `center_crop`) and optional `crop_px` apply to every split.
     A subclass that knows which samples share a patient or slide also fills
     `self.split_groups = {split: [cluster id per sample]}` and names the unit in
-    `interval_unit`: the test bootstrap then resamples those clusters (evalsuite.bootstrap).
+    `interval_unit`: the test bootstrap then resamples those clusters (evalsuite.metrics.bootstrap).
     """
 
     max_pixels = Image.MAX_IMAGE_PIXELS

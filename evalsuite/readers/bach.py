@@ -18,8 +18,7 @@ from pathlib import Path
 
 import numpy as np
 
-from evalsuite.readers._common import (FileListReader, check_classes, check_count, class_folder_samples,
-                                       layout_error)
+from evalsuite.readers._common import FileListReader, check_classes, check_count, class_folder_samples, layout_error
 
 TASK = "bach"
 PHOTOS = Path("ICIAR2018_BACH_Challenge") / "Photos"

@@ -13,8 +13,7 @@ slides is several units.
 import re
 from pathlib import Path
 
-from evalsuite.readers._common import (FileListReader, check_classes, check_count, class_folder_samples,
-                                       layout_error)
+from evalsuite.readers._common import FileListReader, check_classes, check_count, class_folder_samples, layout_error
 
 TASK = "bracs"
 ROOT = Path("BRACS_RoI") / "latest_version"

@@ -22,8 +22,15 @@ import scipy.io
 
 from evalsuite.errors import EvalsuiteError
 from evalsuite.readers._common import check_classes, check_count, layout_error, list_files, open_rgb, require_dir
-from evalsuite.readers._seg_common import (CachedSource, SegmentationReader, carve_val_units, check_mask_values,
-                                           check_tiling, grid_origins, image_size)
+from evalsuite.readers.segmentation import (
+    CachedSource,
+    SegmentationReader,
+    carve_val_units,
+    check_mask_values,
+    check_tiling,
+    grid_origins,
+    image_size,
+)
 
 TASK = "consep"
 LAYOUT = "{Train,Test}/Images/*.png with {Train,Test}/Labels/*.mat (key type_map)"

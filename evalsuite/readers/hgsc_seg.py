@@ -17,8 +17,8 @@ from pathlib import Path
 import numpy as np
 
 from evalsuite.errors import EvalsuiteError
-from evalsuite.readers._seg_common import CachedSource, SegmentationReader, check_tiling
 from evalsuite.readers.hgsc_tiles import IMAGE_FILE, TYPE_MASK_FILE, read_image, read_type_mask, split_of
+from evalsuite.readers.segmentation import CachedSource, SegmentationReader, check_tiling
 
 CLASSES = ["background", "connective", "inflammatory", "neoplastic"]
 

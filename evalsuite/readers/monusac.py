@@ -29,10 +29,16 @@ from pathlib import Path
 import numpy as np
 
 from evalsuite.errors import EvalsuiteError
+from evalsuite.metrics.segmentation import IGNORE_INDEX
 from evalsuite.readers._common import check_classes, check_count, layout_error, list_files, open_rgb, require_dir
-from evalsuite.readers._seg_common import (CachedSource, SegmentationReader, carve_val_units, check_tiling,
-                                           grid_origins, image_size)
-from evalsuite.segmentation_metrics import IGNORE_INDEX
+from evalsuite.readers.segmentation import (
+    CachedSource,
+    SegmentationReader,
+    carve_val_units,
+    check_tiling,
+    grid_origins,
+    image_size,
+)
 
 TASK = "monusac"
 TRAIN_FOLDER = "MoNuSAC_images_and_annotations"

@@ -22,10 +22,10 @@ from pathlib import Path
 
 import numpy as np
 
-from evalsuite.npy_rows import NpyRows
 from evalsuite.errors import EvalsuiteError
 from evalsuite.readers._common import check_classes, check_count, layout_error
-from evalsuite.readers._seg_common import CachedSource, SegmentationReader
+from evalsuite.readers.segmentation import CachedSource, SegmentationReader
+from evalsuite.storage.npy_rows import NpyRows
 
 TASK = "pannuke"
 LAYOUT = "'Fold N/images/foldN/images.npy' and 'Fold N/masks/foldN/masks.npy' (N = 1, 2, 3)"

@@ -1,6 +1,6 @@
 """The wide leaderboard: one row per model, one cell per task, ranks and their sum.
 
-Built from the long CSV's rows (evalsuite.leaderboard.read_rows) in four steps:
+Built from the long CSV's rows (evalsuite.reporting.leaderboard.read_rows) in four steps:
 1. keep the rows the filters ask for;
 2. keep, for each (model, task, probe, seed), only the latest run (re-runs replace older runs);
 3. per (model, task), pick the probe with the best mean val score (never look at test to choose),

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 import torch
 
-from evalsuite.devices import resolve_device
+from evalsuite.runtime.devices import resolve_device
 
 
 @dataclass(frozen=True)

@@ -11,7 +11,7 @@ One folder per cache key under `<out>/cache/`:
 Readers accept only complete caches, and a cache holding NaN or inf (which extraction never
 writes) is refused as corrupt. An exclusive lock per key makes a second process asking for the
 same key wait, then reuse what the first one wrote. A file-system fault is a one-line error
-naming the file (evalsuite.fsio); a cache that fails before its first chunk is removed.
+naming the file (evalsuite.storage.fsio); a cache that fails before its first chunk is removed.
 """
 
 import contextlib
@@ -26,8 +26,8 @@ from pathlib import Path
 import numpy as np
 
 from evalsuite.errors import EvalsuiteError
-from evalsuite.fsio import fs_errors, fsync_dir, staged, write_durably
-from evalsuite.npy_rows import NpyRows
+from evalsuite.storage.fsio import fs_errors, fsync_dir, staged, write_durably
+from evalsuite.storage.npy_rows import NpyRows
 
 CACHE_DTYPE = np.float16
 FEATURES_FILE = "features.npy"

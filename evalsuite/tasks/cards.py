@@ -11,10 +11,10 @@ from pathlib import Path
 import yaml
 
 from evalsuite.errors import EvalsuiteError
-from evalsuite.metrics import METRICS
-from evalsuite.pooling import check_token_rule
-from evalsuite.segmentation_metrics import BACKGROUND, SEGMENTATION_METRICS
-from evalsuite.resources import cards_dir, find_yaml
+from evalsuite.metrics.classification import METRICS
+from evalsuite.metrics.segmentation import BACKGROUND, SEGMENTATION_METRICS
+from evalsuite.models.pooling import check_token_rule
+from evalsuite.tasks.resources import cards_dir, find_yaml
 
 KINDS = ("classification", "segmentation")
 REQUIRED_SPLITS = ("train", "val", "test")

@@ -8,8 +8,8 @@ import math
 from pathlib import Path
 
 from evalsuite.errors import EvalsuiteError
-from evalsuite.fsio import fs_errors, staged
-from evalsuite.leaderboard_wide import WideTable
+from evalsuite.reporting.wide import WideTable
+from evalsuite.storage.fsio import fs_errors, staged
 
 
 def save_heatmap(table: WideTable, path: Path) -> Path:

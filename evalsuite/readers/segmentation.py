@@ -21,7 +21,7 @@ import torch
 from PIL import Image
 
 from evalsuite.errors import EvalsuiteError
-from evalsuite.segmentation_metrics import IGNORE_INDEX
+from evalsuite.metrics.segmentation import IGNORE_INDEX
 
 PAD_PIXEL = 255
 

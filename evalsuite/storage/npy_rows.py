@@ -16,7 +16,7 @@ from pathlib import Path
 import numpy as np
 
 from evalsuite.errors import EvalsuiteError
-from evalsuite.fsio import fs_errors
+from evalsuite.storage.fsio import fs_errors
 
 MERGE_GAP_BYTES = 64 * 1024  # wanted rows closer than this are read in one call, the gap discarded
 SPAN_BYTES = 4 * 1024**2  # one call reads at most this much beyond the wanted rows' own bytes

@@ -7,7 +7,7 @@ from pathlib import Path
 import yaml
 
 from evalsuite.errors import EvalsuiteError
-from evalsuite.resources import find_yaml, recipes_dir
+from evalsuite.tasks.resources import find_yaml, recipes_dir
 
 
 @dataclass(frozen=True)

@@ -9,7 +9,7 @@ import subprocess
 from pathlib import Path
 
 from evalsuite.errors import EvalsuiteError
-from evalsuite.fsio import discard, fs_errors, staging_name, write_durably
+from evalsuite.storage.fsio import discard, fs_errors, staging_name, write_durably
 
 RESULTS_SCHEMA_VERSION = 1
 RUNS_FOLDER = "runs"

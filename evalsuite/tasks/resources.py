@@ -9,7 +9,7 @@ from pathlib import Path
 
 from evalsuite.errors import EvalsuiteError
 
-PACKAGE_DIR = Path(__file__).resolve().parent
+PACKAGE_DIR = Path(__file__).resolve().parent.parent
 _REPO_DIR = PACKAGE_DIR.parent
 
 

@@ -22,7 +22,7 @@ from evalsuite.errors import EvalsuiteError
 IGNORE_INDEX = 255
 BACKGROUND = "background"
 MEAN_METRICS = ("dice_fg_mean", "iou_fg_mean", "dice_mean", "iou_mean")
-# Names a segmentation card may give as `selection_metric` (validated in evalsuite.cards).
+# Names a segmentation card may give as `selection_metric` (validated in evalsuite.tasks.cards).
 SEGMENTATION_METRICS = MEAN_METRICS
 
 

@@ -16,7 +16,7 @@ import os
 from pathlib import Path
 
 from evalsuite.errors import EvalsuiteError
-from evalsuite.fsio import discard, fs_errors, fsync_dir, staged
+from evalsuite.storage.fsio import discard, fs_errors, fsync_dir, staged
 
 SCHEMA_VERSION = 4
 LEADERBOARD_FILE = "leaderboard.csv"

@@ -1,0 +1,1 @@
+"""Stage 3, the frozen backbone: registry of names, timm/hf-hub/checkpoint loading, pooling, transforms."""

@@ -1,0 +1,1 @@
+"""Where a run executes: device choice, CPU threads, compute precision policy, torchrun process groups."""
