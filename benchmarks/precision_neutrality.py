@@ -221,11 +221,11 @@ def feature_rows(precisions, forward32, cached, seconds) -> list:
 
 def run(args) -> None:
     from evalsuite.models.backbones import build_backbone
+    from evalsuite.probes.recipes import load_recipe
     from evalsuite.readers import build_reader
     from evalsuite.runtime.cpus import use_threads
     from evalsuite.runtime.devices import resolve_device
     from evalsuite.tasks.cards import load_card
-    from evalsuite.tasks.recipes import load_recipe
 
     device = resolve_device(args.device)
     use_threads(args.threads)

@@ -9,50 +9,36 @@ import json
 import sys
 import time
 import uuid
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict
 from pathlib import Path
 
-import numpy as np
 import torch
 
-from evalsuite.errors import EvalsuiteError
+from evalsuite.config import RunConfig
 from evalsuite.features.prepare import prepare_features, used_precision
-from evalsuite.metrics.bootstrap import bootstrap_intervals, interval_clusters
-from evalsuite.metrics.classification import compute_metrics
-from evalsuite.metrics.segmentation import segmentation_split_metrics
+from evalsuite.metrics.bootstrap import interval_clusters
 from evalsuite.models.backbones import build_backbone
 from evalsuite.models.transforms import describe_transform
 from evalsuite.probes import PROBES
+from evalsuite.probes.base import SplitScoringProbe
+from evalsuite.probes.recipes import load_recipe
 from evalsuite.readers import build_reader
 from evalsuite.reporting.leaderboard import LEADERBOARD_FILE, append_rows, check_appendable
-from evalsuite.reporting.results import library_versions, staged_run_json
+from evalsuite.reporting.results import staged_run_json
 from evalsuite.runtime import distributed
 from evalsuite.runtime.cpus import use_threads
+from evalsuite.runtime.versions import library_versions
 from evalsuite.storage.fsio import check_out_folder
 from evalsuite.tasks.cards import load_card
-from evalsuite.tasks.recipes import load_recipe
+from evalsuite.tasks.kinds import KINDS
 
 
-@dataclass
-class RunConfig:
-    task: str
-    model: str = "efficientnet_lite0_imagenet"
-    weights: str | None = None
-    random_init: bool = False
-    pooling: str | None = None  # --pooling: classification embedding rule for token models (None: card's, model's)
-    probes: list = field(default_factory=list)  # empty: the card's default probes
-    out_dir: Path = Path("evalsuite_out")
-    seeds: list = field(default_factory=lambda: [0])  # probes are trained and scored once per seed
-    device: str = "auto"
-    batch_size: int = 64
-    num_workers: int = 2
-    precision: str = "auto"  # auto | bf16 | fp16 | fp32 (evalsuite.runtime.precision)
-    threads: int = 0  # torch intra-op threads; 0: every usable CPU (evalsuite.runtime.cpus)
-    data_root: str | None = None
-    check_counts: bool = True
-    cache: str = "auto"  # ram | memmap | auto (the budget planner decides)
-    mem: str | None = None  # memory limit to plan for, e.g. "85G"; None: Slurm, cgroup, MemAvailable
-    chunk_rows: int | None = None  # extraction chunk; None: sized by bytes
+def build_task_and_backbone(config: RunConfig):
+    """(card, reader, backbone) for a config: the setup `run` and `budget` share."""
+    card = load_card(config.task)
+    reader = build_reader(card, config.data_root, config.check_counts)
+    backbone = build_backbone(config.model, config.weights, config.random_init, config.pooling, card.pooling)
+    return card, reader, backbone
 
 
 def run(config: RunConfig) -> dict | None:
@@ -70,12 +56,8 @@ def _run(config: RunConfig, dist, device) -> dict | None:
     check_out_folder(config.out_dir)
     check_appendable(Path(config.out_dir) / LEADERBOARD_FILE)
     use_threads(config.threads)
-    card = load_card(config.task)
-    if card.kind not in METRICS_OF_KIND:
-        raise EvalsuiteError(f"task '{card.name}' is a {card.kind} task; this version has no {card.kind} metrics")
+    card, reader, backbone = build_task_and_backbone(config)
     recipes = [load_recipe(name) for name in (config.probes or card.probes)]
-    reader = build_reader(card, config.data_root, config.check_counts)
-    backbone = build_backbone(config.model, config.weights, config.random_init, config.pooling, card.pooling)
     timings = {"setup_s": time.perf_counter() - started}
 
     plan, split_data, extracted_per_rank, shape_probe_forwards = prepare_features(config, card, reader, backbone,
@@ -102,26 +84,6 @@ def _run(config: RunConfig, dist, device) -> dict | None:
     return record
 
 
-def _classification_metrics(_card, probe, features, labels, with_intervals: bool = False, groups=None) -> dict:
-    """{metric: value}; with intervals also {metric + "_ci": (low, high)} from the bootstrap over the clusters
-    `groups` (one id per item; None: over items)."""
-    proba = probe.predict_proba(features)
-    metrics = compute_metrics(labels, proba)
-    if with_intervals:
-        metrics.update({f"{name}_ci": interval for name, interval in
-                        bootstrap_intervals(np.asarray(labels), proba, seed=probe.seed, groups=groups).items()})
-    return metrics
-
-
-# How a fitted probe of each task kind is scored on one split: (card, probe, features, labels) -> {metric: value}.
-# Kinds in INTERVALS_OF_KIND also give bootstrap intervals on the test split.
-INTERVALS_OF_KIND = {"classification"}
-METRICS_OF_KIND = {
-    "classification": _classification_metrics,
-    "segmentation": segmentation_split_metrics,
-}
-
-
 def _recipe_fields(recipe) -> dict:
     return {"probe": recipe.name, "recipe": recipe.params, "recipe_path": str(recipe.path),
             "recipe_sha256": recipe.sha256}
@@ -131,19 +93,19 @@ def _run_probe(recipe, card, split_data, device, seed: int, test_clusters=("tile
     """One probe fitted and scored; `test_clusters` = (unit, cluster id per test item or None) for the bootstrap."""
     started = time.perf_counter()
     probe = PROBES[recipe.probe](num_classes=card.num_classes, device=device, seed=seed, **recipe.params)
-    if getattr(probe, "scores_whole_splits", False):
+    if isinstance(probe, SplitScoringProbe):
         means, intervals = probe.evaluate(split_data, "test")
         return {**_recipe_fields(recipe), "seed": seed, "selected_params": probe.selected_params_,
                 "metrics": {"test": means}, "intervals_95": {"test": intervals},
                 "intervals_95_unit": probe.interval_unit, "fit_s": time.perf_counter() - started}
     (train_x, train_y), (val_x, val_y) = split_data["train"], split_data["val"]
     probe.fit(train_x, train_y, val_x, val_y, selection_metric=card.selection_metric)
-    score = METRICS_OF_KIND[card.kind]
-    metrics = {split: score(card, probe, features, labels) for split, (features, labels) in split_data.items()
-               if not (split == "test" and card.kind in INTERVALS_OF_KIND)}
+    kind = KINDS[card.kind]
+    metrics = {split: kind.score(card, probe, features, labels) for split, (features, labels) in split_data.items()
+               if not (split == "test" and kind.intervals)}
     intervals, unit = {}, {}
-    if card.kind in INTERVALS_OF_KIND:
-        scored = score(card, probe, *split_data["test"], with_intervals=True, groups=test_clusters[1])
+    if kind.intervals:
+        scored = kind.score(card, probe, *split_data["test"], with_intervals=True, groups=test_clusters[1], seed=seed)
         intervals = {"test": {k[:-3]: list(v) for k, v in scored.items() if k.endswith("_ci")}}
         unit = {"intervals_95_unit": test_clusters[0]}  # what the bootstrap resampled: patient, slide, image, tile
         metrics["test"] = {k: v for k, v in scored.items() if not k.endswith("_ci")}

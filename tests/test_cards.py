@@ -8,7 +8,7 @@ import pytest
 
 from evalsuite.tasks.cards import load_card
 from evalsuite.errors import EvalsuiteError
-from evalsuite.tasks.recipes import load_recipe
+from evalsuite.probes.recipes import load_recipe
 from conftest import REPO
 
 
@@ -55,7 +55,7 @@ def test_installed_wheel_finds_cards_recipes_and_demo_data(tmp_path):
     subprocess.run([sys.executable, "-m", "pip", "install", "--no-deps", "-q", "--target", target, wheel],
                    check=True, capture_output=True)
     check = ("import evalsuite, sys; from evalsuite.tasks.cards import load_card; from evalsuite.readers import build_reader;"
-             "from evalsuite.tasks.recipes import load_recipe; card = load_card('demo'); load_recipe('knn');"
+             "from evalsuite.probes.recipes import load_recipe; card = load_card('demo'); load_recipe('knn');"
              "assert evalsuite.__file__.startswith(sys.argv[1]), evalsuite.__file__;"
              "print(len(build_reader(card).labels))")
     result = subprocess.run([sys.executable, "-c", check, str(target)], cwd=tmp_path, capture_output=True, text=True,

@@ -11,7 +11,7 @@ from evalsuite.models.backbones import build_backbone
 from evalsuite.tasks.cards import load_card
 from evalsuite.probes import PROBES
 from evalsuite.readers import build_reader
-from evalsuite.tasks.recipes import load_recipe
+from evalsuite.probes.recipes import load_recipe
 from evalsuite.metrics.segmentation import metrics_from_confusion
 from evalsuite.models.transforms import build_transform
 

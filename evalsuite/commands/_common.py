@@ -2,13 +2,11 @@
 
 from pathlib import Path
 
+from evalsuite.config import DEFAULT_MODEL, DEFAULT_OUT, RunConfig
 from evalsuite.errors import EvalsuiteError
 from evalsuite.models.pooling import check_token_rule
 from evalsuite.runtime.cpus import default_num_workers
 from evalsuite.runtime.precision import PRECISIONS
-
-DEFAULT_OUT = "evalsuite_out"
-DEFAULT_MODEL = "efficientnet_lite0_imagenet"
 
 
 def add_task_model_args(parser) -> None:
@@ -62,8 +60,6 @@ def run_config(args, **extra):
     if args.pooling is not None:
         check_token_rule(args.pooling, "--pooling")
     precision = _precision(args)
-    from evalsuite.runner import RunConfig
-
     return RunConfig(
         task=args.task, model=args.model, weights=args.weights, random_init=args.random_init, pooling=args.pooling,
         out_dir=Path(args.out), device=args.device, batch_size=args.batch_size, num_workers=args.num_workers,

@@ -19,17 +19,14 @@ def add_parser(commands, common) -> None:
 
 def main(args) -> None:
     from evalsuite.commands._common import run_config
+
+    config = run_config(args)  # flags checked before the heavy imports
     from evalsuite.features.budget import BudgetRefused, format_plan
     from evalsuite.features.prepare import plan_splits
-    from evalsuite.models.backbones import build_backbone
-    from evalsuite.readers import build_reader
+    from evalsuite.runner import build_task_and_backbone
     from evalsuite.runtime.devices import resolve_device
-    from evalsuite.tasks.cards import load_card
 
-    config = run_config(args)
-    card = load_card(config.task)
-    reader = build_reader(card, config.data_root, config.check_counts)
-    backbone = build_backbone(config.model, config.weights, config.random_init, config.pooling, card.pooling)
+    card, reader, backbone = build_task_and_backbone(config)
     plan = plan_splits(config, card, reader, backbone, resolve_device(config.device)).plan
     print(json.dumps(plan.to_dict(), indent=2, default=str) if args.json else format_plan(plan))
     sys.stdout.flush()

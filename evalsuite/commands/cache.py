@@ -2,7 +2,7 @@
 
 from pathlib import Path
 
-from evalsuite.commands._common import DEFAULT_OUT
+from evalsuite.config import DEFAULT_OUT
 
 
 def add_parser(commands, common) -> None:

@@ -3,7 +3,7 @@
 import sys
 from pathlib import Path
 
-from evalsuite.commands._common import DEFAULT_OUT
+from evalsuite.config import DEFAULT_OUT
 
 FORMATS = ("table", "csv", "markdown")
 

@@ -5,7 +5,7 @@ import json
 import shlex
 from pathlib import Path
 
-from evalsuite.commands._common import DEFAULT_OUT
+from evalsuite.config import DEFAULT_OUT
 
 SPLIT_ORDER = ["train", "val", "test"]
 

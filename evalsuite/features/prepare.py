@@ -28,20 +28,18 @@ from evalsuite.features.extract import Preempted, extract_to_cache
 from evalsuite.features.memory_limits import memory_sources
 from evalsuite.models.transforms import build_transform, describe_transform
 from evalsuite.readers import resolve_data_root
-from evalsuite.reporting.results import library_versions
 from evalsuite.runtime.distributed import Dist, shard_bounds
 from evalsuite.runtime.precision import autocast_context, resolve_precision
+from evalsuite.runtime.versions import library_versions
 from evalsuite.tasks.cards import dense_layers
+from evalsuite.tasks.kinds import KINDS
 
 SPLITS = ("train", "val", "test")
-# What a task kind caches: the pooled embedding [D] for classification, the patch-token grid
-# [h, w, D] for segmentation (Backbone.pooled_features / Backbone.dense_features).
-FEATURE_KIND = {"classification": "pooled", "segmentation": "dense"}
 
 
 def feature_fn(backbone, card):
-    features_of = getattr(backbone, f"{FEATURE_KIND[card.kind]}_features")
-    if FEATURE_KIND[card.kind] == "dense":  # several blocks' tokens, concatenated: the card's `layers`
+    features_of = getattr(backbone, f"{KINDS[card.kind].feature}_features")
+    if KINDS[card.kind].dense:  # several blocks' tokens, concatenated: the card's `layers`
         return functools.partial(features_of, layers=dense_layers(card))
     return features_of
 CHUNK_TARGET_BYTES = 256 * 1024**2
@@ -67,9 +65,9 @@ def _key_fields(config, card, backbone, split: str, precision: str) -> dict:
         "model": backbone.name, "weights_id": backbone.weights_id,
         "transform": describe_transform(backbone.data_config), "card": card.name, "card_sha256": card.sha256,
         "data_root": str(resolve_data_root(card, config.data_root).resolve()), "split": split,
-        "feature": FEATURE_KIND[card.kind], "dtype": "float16", "precision": precision,
-        **({"layers": list(dense_layers(card))} if FEATURE_KIND[card.kind] == "dense" else {}),
-        **({"pooling": backbone.pooling} if FEATURE_KIND[card.kind] == "pooled" else {}),
+        "feature": KINDS[card.kind].feature, "dtype": "float16", "precision": precision,
+        **({"layers": list(dense_layers(card))} if KINDS[card.kind].dense else {}),
+        **({"pooling": backbone.pooling} if not KINDS[card.kind].dense else {}),
     }
 
 

@@ -69,10 +69,9 @@ def weighted_metrics(y_true, predicted, ranks, weights, classes: int) -> dict:
 def interval_clusters(reader, split: str, items: int) -> tuple[str, list | None]:
     """(unit name, cluster id of each of the split's `items` or None) that `reader` offers the bootstrap.
 
-    Readers name the unit in `interval_unit` and give ids through `groups(split)`, in the
-    dataset order the feature cache keeps; a reader with neither resamples tiles."""
-    unit = getattr(reader, "interval_unit", "tile")
-    groups = reader.groups(split) if hasattr(reader, "groups") else None
+    Readers (evalsuite.readers.base.Reader) name the unit in `interval_unit` and give ids through
+    `groups(split)`, in the dataset order the feature cache keeps; None resamples tiles."""
+    unit, groups = reader.interval_unit, reader.groups(split)
     if groups is not None and len(groups) != items:
         raise EvalsuiteError(f"the cached {split} split has {items} samples but the reader lists {len(groups)}; the "
                              "data under --data-root changed since the features were cached: remove the task's cache "

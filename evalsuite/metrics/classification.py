@@ -8,6 +8,8 @@ are reported beside it.
 import numpy as np
 from sklearn.metrics import accuracy_score, balanced_accuracy_score, f1_score, roc_auc_score
 
+from evalsuite.metrics.bootstrap import bootstrap_intervals
+
 
 def _balanced_accuracy(y_true, proba):
     return balanced_accuracy_score(y_true, proba.argmax(axis=1))
@@ -50,3 +52,16 @@ def compute_metrics(y_true: np.ndarray, proba: np.ndarray) -> dict:
     """All registered metrics for integer labels and an (N, C) probability matrix."""
     y_true = np.asarray(y_true)
     return {name: float(fn(y_true, proba)) for name, fn in METRICS.items()}
+
+
+def classification_split_metrics(_card, probe, features, labels, with_intervals: bool = False, groups=None,
+                                 seed: int = 0) -> dict:
+    """The scorer of kind `classification`: {metric: value} of a fitted probe on one split; with intervals also
+    {metric + "_ci": (low, high)} from the bootstrap (drawn with `seed`) over the clusters `groups` (one id per
+    item; None: items)."""
+    proba = probe.predict_proba(features)
+    metrics = compute_metrics(labels, proba)
+    if with_intervals:
+        metrics.update({f"{name}_ci": interval for name, interval in
+                        bootstrap_intervals(np.asarray(labels), proba, seed=seed, groups=groups).items()})
+    return metrics

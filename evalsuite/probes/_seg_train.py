@@ -23,6 +23,7 @@ import torch.nn.functional as F
 
 from evalsuite.errors import EvalsuiteError
 from evalsuite.metrics.segmentation import IGNORE_INDEX, SEGMENTATION_METRICS, metrics_from_confusion, update_confusion
+from evalsuite.probes.base import FittedProbe
 from evalsuite.probes.batches import iter_float32_batches
 from evalsuite.storage.npy_rows import NpyRows
 
@@ -71,7 +72,7 @@ def soft_dice_loss(logits: torch.Tensor, target: torch.Tensor, num_classes: int,
     return 1 - ((2 * intersection + smooth) / (denominator + smooth)).mean()
 
 
-class SegmentationProbe:
+class SegmentationProbe(FittedProbe):
     """Base of the segmentation heads: subclasses implement `build_head(dim) -> nn.Module`."""
 
     def __init__(self, num_classes: int, lr: float = 1e-3, weight_decay: float = 1e-4, epochs: int = 30,

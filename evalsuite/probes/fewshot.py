@@ -17,14 +17,14 @@ import torch
 
 from evalsuite.metrics.classification import compute_metrics
 from evalsuite.probes._validate import check_features_labels
+from evalsuite.probes.base import SplitScoringProbe
 from evalsuite.probes.batches import iter_float32_batches
 
 # What `evaluate`'s intervals are, for the run JSON beside them (the bootstrap's are "patient", "tile", ...).
 INTERVAL_UNIT = "support_set_spread"
 
 
-class FewShotProbe:
-    scores_whole_splits = True  # the runner asks for evaluate() instead of fit/predict_proba
+class FewShotProbe(SplitScoringProbe):
     interval_unit = INTERVAL_UNIT
 
     def __init__(self, num_classes: int, shots=(1, 2, 4, 8, 16), support_sets: int = 100, batch_size: int = 256,

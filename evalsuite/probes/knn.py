@@ -10,10 +10,11 @@ import torch
 
 from evalsuite.metrics.classification import METRICS
 from evalsuite.probes._validate import check_features_labels
+from evalsuite.probes.base import FittedProbe
 from evalsuite.probes.batches import iter_float32_batches
 
 
-class KNNProbe:
+class KNNProbe(FittedProbe):
     def __init__(self, num_classes: int, k=(1, 3, 5, 10, 20, 30, 40, 50), batch_size: int = 1024,
                  device: torch.device = torch.device("cpu"), seed: int = 0):
         self.num_classes = num_classes

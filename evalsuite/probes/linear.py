@@ -14,11 +14,12 @@ import torch
 
 from evalsuite.metrics.classification import METRICS
 from evalsuite.probes._validate import check_features_labels
+from evalsuite.probes.base import FittedProbe
 from evalsuite.probes.batches import BatchSource, iter_float32_batches
 from evalsuite.probes.linear_heads import LinearHeads
 
 
-class LinearProbe:
+class LinearProbe(FittedProbe):
     def __init__(self, num_classes: int, lr=(1e-3,), weight_decay=(0.0,), epochs: int = 100, batch_size: int = 64,
                  eval_batch_size: int = 1024, stream_read_rows: int | None = None, class_weight: str | None = "balanced", device: torch.device = torch.device("cpu"), seed: int = 0):
         self.num_classes = num_classes

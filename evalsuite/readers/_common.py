@@ -15,6 +15,7 @@ import torch
 from PIL import Image
 
 from evalsuite.errors import EvalsuiteError
+from evalsuite.readers.base import Reader
 
 PREPROCESS_MODES = ("resize", "center_crop")
 
@@ -188,7 +189,7 @@ class ImageFileDataset(torch.utils.data.Dataset):
         return self.transform(image), int(self.labels[index])
 
 
-class FileListReader:
+class FileListReader(Reader):
     """Base of the readers whose samples are image files.
 
     A subclass fills `self.splits = {split: (paths, labels)}` in its constructor; the card's
@@ -199,7 +200,6 @@ class FileListReader:
     """
 
     max_pixels = Image.MAX_IMAGE_PIXELS
-    interval_unit = "tile"  # what one sample is when no clusters are known
 
     def __init__(self, card, preprocess: str = "resize", crop_px: int | None = None):
         self.card = card
@@ -213,8 +213,7 @@ class FileListReader:
         return self.split_groups.get(split)
 
     def dataset(self, split: str, transform) -> ImageFileDataset:
-        if split not in self.splits:
-            raise EvalsuiteError(f"task '{self.card.name}' has no split '{split}'; it has {', '.join(self.splits)}")
+        self.check_split(split, self.splits)
         paths, labels = self.splits[split]
         return ImageFileDataset(paths, labels, transform, self.preprocess, self.max_pixels)
 

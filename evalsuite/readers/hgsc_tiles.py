@@ -17,6 +17,7 @@ import torch
 from PIL import Image
 
 from evalsuite.errors import EvalsuiteError
+from evalsuite.readers.base import Reader
 
 IMAGE_FILE = "hgsc_nest.jpg"
 TYPE_MASK_FILE = "hgsc_nest_type_mask.npz"
@@ -52,7 +53,7 @@ class TileDataset(torch.utils.data.Dataset):
         return self.transform(tile), int(self.labels[index])
 
 
-class HgscTileReader:
+class HgscTileReader(Reader):
     def __init__(self, card, data_root: Path, tile_size_px: int = 60, block_size_px: int = 300,
                  min_nucleus_fraction: float = 0.02, check_counts: bool = True):
         # check_counts: no official split sizes exist for this crop; accepted for a uniform interface.
@@ -84,6 +85,7 @@ class HgscTileReader:
         return np.array(origins, dtype=np.int64), np.array(labels, dtype=np.int64), np.array(splits)
 
     def dataset(self, split: str, transform) -> TileDataset:
+        self.check_split(split, self.card.splits)
         chosen = self.splits == split
         return TileDataset(self.image, self.origins[chosen], self.labels[chosen], self.tile_size_px, transform)
 

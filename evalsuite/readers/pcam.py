@@ -22,6 +22,7 @@ from PIL import Image
 
 from evalsuite.errors import EvalsuiteError
 from evalsuite.readers._common import check_classes, check_count, layout_error
+from evalsuite.readers.base import Reader
 
 TASK = "pcam"
 LAYOUT = "camelyonpatch_level_2_split_{train,valid,test}_{x,y}.h5"
@@ -92,7 +93,7 @@ class PcamDataset(torch.utils.data.Dataset):
         return self.transform(Image.fromarray(self.images.get()[index])), int(self.labels[index])
 
 
-class PcamReader:
+class PcamReader(Reader):
     def __init__(self, card, data_root: Path, check_counts: bool = True):
         check_classes(card, CLASSES, TASK, "y values 0 and 1")
         self.card = card
@@ -126,6 +127,5 @@ class PcamReader:
         return images
 
     def dataset(self, split: str, transform) -> PcamDataset:
-        if split not in self.labels:
-            raise EvalsuiteError(f"task '{self.card.name}' has no split '{split}'; it has {', '.join(self.labels)}")
+        self.check_split(split, self.labels)
         return PcamDataset(self.images[split], self.labels[split], transform)

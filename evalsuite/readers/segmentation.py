@@ -22,6 +22,7 @@ from PIL import Image
 
 from evalsuite.errors import EvalsuiteError
 from evalsuite.metrics.segmentation import IGNORE_INDEX
+from evalsuite.readers.base import Reader
 
 PAD_PIXEL = 255
 
@@ -53,7 +54,7 @@ def check_mask_values(mask: np.ndarray, num_classes: int, what: str, allow_ignor
                              f"check the file or the card's classes")
 
 
-class SegmentationReader:
+class SegmentationReader(Reader):
     """Base: a subclass sets `self.source` and `self.tiles = {split: int64 [n, 3] (source, top, left)}`."""
 
     def __init__(self, card, tile_px: int):
@@ -63,8 +64,7 @@ class SegmentationReader:
         self.tiles: dict = {}
 
     def dataset(self, split: str, transform) -> "SegTileDataset":
-        if split not in self.tiles:
-            raise EvalsuiteError(f"task '{self.card.name}' has no split '{split}'; it has {', '.join(self.tiles)}")
+        self.check_split(split, self.tiles)
         return SegTileDataset(self.source, self.tiles[split], self.tile_px, transform)
 
 

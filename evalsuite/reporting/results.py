@@ -1,11 +1,9 @@
-"""One results JSON per run under <out>/runs/: written atomically, found again by run id, and the versions it records."""
+"""One results JSON per run under <out>/runs/: written atomically and found again by run id."""
 
 import contextlib
 import glob
 import json
 import os
-import platform
-import subprocess
 from pathlib import Path
 
 from evalsuite.errors import EvalsuiteError
@@ -13,40 +11,6 @@ from evalsuite.storage.fsio import discard, fs_errors, staging_name, write_durab
 
 RESULTS_SCHEMA_VERSION = 1
 RUNS_FOLDER = "runs"
-
-
-def library_versions() -> dict:
-    import numpy
-    import sklearn
-    import timm
-    import torch
-
-    import evalsuite
-
-    return {"evalsuite": evalsuite.__version__, "evalsuite_git": _source_revision(Path(evalsuite.__file__).parent),
-            "python": platform.python_version(), "platform": platform.platform(), "torch": torch.__version__,
-            "timm": timm.__version__, "numpy": numpy.__version__, "scikit-learn": sklearn.__version__}
-
-
-def _source_revision(package_dir: Path) -> str | None:
-    """The git commit of a source checkout (editable install), '+dirty' if tracked files differ; None for a wheel.
-
-    The package version alone does not pin the code between releases.
-    """
-    checkout = package_dir.resolve().parent
-    if not (checkout / ".git").exists():
-        return None
-    try:
-        commit = _git(checkout, "rev-parse", "HEAD")
-        dirty = _git(checkout, "status", "--porcelain", "--untracked-files=no")
-    except (OSError, subprocess.SubprocessError):
-        return None
-    return commit + ("+dirty" if dirty else "")
-
-
-def _git(checkout: Path, *args: str) -> str:
-    return subprocess.run(["git", "-C", str(checkout), *args], capture_output=True, text=True, timeout=10,
-                          check=True).stdout.strip()
 
 
 def write_run_json(out_dir: Path, record: dict) -> Path:

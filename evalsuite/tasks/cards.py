@@ -11,14 +11,10 @@ from pathlib import Path
 import yaml
 
 from evalsuite.errors import EvalsuiteError
-from evalsuite.metrics.classification import METRICS
-from evalsuite.metrics.segmentation import BACKGROUND, SEGMENTATION_METRICS
-from evalsuite.models.pooling import check_token_rule
+from evalsuite.tasks.kinds import DEFAULT_LAYERS, KINDS
 from evalsuite.tasks.resources import cards_dir, find_yaml
 
-KINDS = ("classification", "segmentation")
 REQUIRED_SPLITS = ("train", "val", "test")
-DEFAULT_LAYERS = (-1,)
 
 
 @dataclass(frozen=True)
@@ -102,22 +98,16 @@ def _card_from_mapping(raw: dict, path: Path, sha256: str) -> TaskCard:
     if missing_splits:
         raise EvalsuiteError(f"task card {path}: field 'splits' must include {', '.join(missing_splits)}")
     selection_metric = _field(raw, path, "selection_metric", str)
-    allowed_metrics = SEGMENTATION_METRICS if kind == "segmentation" else METRICS
+    allowed_metrics = KINDS[kind].selection_metrics
     if selection_metric not in allowed_metrics:
         raise EvalsuiteError(f"task card {path}: field 'selection_metric' must be one of {', '.join(allowed_metrics)} "
                              f"for a {kind} card, got '{selection_metric}'")
-    if kind == "segmentation":
-        _check_segmentation_fields(raw, path, classes)
-    elif "layers" in raw:
-        raise EvalsuiteError(f"task card {path}: field 'layers' applies to segmentation cards only")
+    _check_fields_of_other_kinds(raw, path, kind)
     pooling = _field(raw, path, "pooling", str, required=False)
-    if pooling is not None:
-        if kind != "classification":
-            raise EvalsuiteError(f"task card {path}: field 'pooling' applies to classification cards only")
-        check_token_rule(pooling, f"task card {path}: field 'pooling'")
+    KINDS[kind].check_card(raw, path, classes)
     probes = _string_list(raw, path, "probes")
     known = {"name", "kind", "reader", "classes", "splits", "selection_metric", "probes", "description", "data_root",
-             "classes_closed", "pooling"}
+             "classes_closed", "pooling"}  # `layers` stays in `extra`: dense_layers() reads it
     return TaskCard(
         name=name,
         kind=kind,
@@ -137,15 +127,11 @@ def _card_from_mapping(raw: dict, path: Path, sha256: str) -> TaskCard:
     )
 
 
-def _check_segmentation_fields(raw: dict, path: Path, classes: list) -> None:
-    if classes[0] != BACKGROUND:
-        raise EvalsuiteError(f"task card {path}: a segmentation card lists '{BACKGROUND}' as its first class "
-                             f"(label 0), got '{classes[0]}'")
-    layers = raw.get("layers", list(DEFAULT_LAYERS))
-    if not isinstance(layers, list) or not layers or not all(isinstance(v, int) and not isinstance(v, bool)
-                                                             for v in layers) or len(set(layers)) != len(layers):
-        raise EvalsuiteError(f"task card {path}: field 'layers' must be a non-empty list of distinct block indices "
-                             f"(negative from the last block), e.g. [-1] or [-4, -3, -2, -1]")
+def _check_fields_of_other_kinds(raw: dict, path: Path, kind: str) -> None:
+    for other in KINDS.values():
+        for name in other.card_fields:
+            if name in raw and name not in KINDS[kind].card_fields:
+                raise EvalsuiteError(f"task card {path}: field '{name}' applies to {other.name} cards only")
 
 
 def dense_layers(card: TaskCard) -> tuple:

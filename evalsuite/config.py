@@ -1,0 +1,34 @@
+"""What one run is asked to do (RunConfig) and the defaults the CLI and the API share.
+
+Kept free of torch and timm so the CLI checks its flags before the heavy imports.
+"""
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from evalsuite.runtime.cpus import default_num_workers
+
+DEFAULT_MODEL = "efficientnet_lite0_imagenet"
+DEFAULT_OUT = "evalsuite_out"
+
+
+@dataclass
+class RunConfig:
+    task: str
+    model: str = DEFAULT_MODEL
+    weights: str | None = None
+    random_init: bool = False
+    pooling: str | None = None  # --pooling: classification embedding rule for token models (None: card's, model's)
+    probes: list = field(default_factory=list)  # empty: the card's default probes
+    out_dir: Path = Path(DEFAULT_OUT)
+    seeds: list = field(default_factory=lambda: [0])  # probes are trained and scored once per seed
+    device: str = "auto"
+    batch_size: int = 64
+    num_workers: int = field(default_factory=default_num_workers)
+    precision: str = "auto"  # auto | bf16 | fp16 | fp32 (evalsuite.runtime.precision)
+    threads: int = 0  # torch intra-op threads; 0: every usable CPU (evalsuite.runtime.cpus)
+    data_root: str | None = None
+    check_counts: bool = True
+    cache: str = "auto"  # ram | memmap | auto (the budget planner decides)
+    mem: str | None = None  # memory limit to plan for, e.g. "85G"; None: Slurm, cgroup, MemAvailable
+    chunk_rows: int | None = None  # extraction chunk; None: sized by bytes

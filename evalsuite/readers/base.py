@@ -1,0 +1,29 @@
+"""The reader contract: what `evalsuite.readers.build_reader` builds and the feature stage calls.
+
+A reader is built as `Reader(card, data_root, check_counts=True, **card.reader.args)` and gives
+one torch Dataset per split through `dataset(split, transform)`; each dataset exposes `labels`
+(class ids, or uint8 masks for segmentation) so nothing iterates images to get them. Readers that
+know which samples share a patient or slide give `groups(split)` and an `interval_unit` for the
+bootstrap.
+"""
+
+from evalsuite.errors import EvalsuiteError
+
+
+class Reader:
+    card = None
+    interval_unit = "tile"  # what one sample is when no clusters are known
+
+    def dataset(self, split: str, transform):
+        raise NotImplementedError
+
+    def groups(self, split: str) -> list | None:
+        """The cluster id (patient, slide) of each sample of `split` in dataset order; None: every sample is its
+        own unit."""
+        return None
+
+    def check_split(self, split: str, known) -> None:
+        """The one error for a split the reader does not have (a card or a caller naming a wrong split)."""
+        known = list(known)
+        if split not in known:
+            raise EvalsuiteError(f"task '{self.card.name}' has no split '{split}'; it has {', '.join(map(str, known))}")

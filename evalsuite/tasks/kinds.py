@@ -1,0 +1,65 @@
+"""Task kinds: one table entry per kind, the one place that says what a kind of task is.
+
+An entry says what the feature cache holds per sample, which metrics may select a probe's
+hyper-parameters on val, how a fitted probe is scored on one split, whether the test split gets
+bootstrap intervals, and which card fields only this kind accepts. Cards, feature preparation,
+the budget and the runner read this table; a new kind is one entry here plus its reader and its
+probe (docs/architecture.md walks through the steps).
+"""
+
+from dataclasses import dataclass
+from typing import Callable
+
+from evalsuite.errors import EvalsuiteError
+from evalsuite.metrics.classification import METRICS, classification_split_metrics
+from evalsuite.metrics.segmentation import BACKGROUND, SEGMENTATION_METRICS, segmentation_split_metrics
+from evalsuite.models.pooling import check_token_rule
+
+DEFAULT_LAYERS = (-1,)  # a segmentation card without `layers` caches the last block's patch tokens
+
+
+@dataclass(frozen=True)
+class TaskKind:
+    name: str
+    feature: str  # "pooled": one embedding [D] per sample; "dense": the patch-token grid [h, w, D]
+    selection_metrics: tuple  # metric names a card may give as `selection_metric`
+    score: Callable  # (card, probe, features, labels[, with_intervals, groups]) -> {metric: value}
+    intervals: bool  # the test split is scored once more with bootstrap intervals over the reader's clusters
+    card_fields: tuple  # card fields only this kind accepts
+    check_card: Callable  # (raw card mapping, path, classes) -> None; raises EvalsuiteError on a bad kind field
+
+    @property
+    def dense(self) -> bool:
+        return self.feature == "dense"
+
+
+def _check_classification_card(raw: dict, path, _classes: list) -> None:
+    if isinstance(raw.get("pooling"), str):
+        check_token_rule(raw["pooling"], f"task card {path}: field 'pooling'")
+
+
+def _check_segmentation_card(raw: dict, path, classes: list) -> None:
+    if classes[0] != BACKGROUND:
+        raise EvalsuiteError(f"task card {path}: a segmentation card lists '{BACKGROUND}' as its first class "
+                             f"(label 0), got '{classes[0]}'")
+    layers = raw.get("layers", list(DEFAULT_LAYERS))
+    if not isinstance(layers, list) or not layers or not all(isinstance(v, int) and not isinstance(v, bool)
+                                                             for v in layers) or len(set(layers)) != len(layers):
+        raise EvalsuiteError(f"task card {path}: field 'layers' must be a non-empty list of distinct block indices "
+                             f"(negative from the last block), e.g. [-1] or [-4, -3, -2, -1]")
+
+
+KINDS = {
+    "classification": TaskKind("classification", feature="pooled", selection_metrics=tuple(METRICS),
+                               score=classification_split_metrics, intervals=True, card_fields=("pooling",),
+                               check_card=_check_classification_card),
+    "segmentation": TaskKind("segmentation", feature="dense", selection_metrics=tuple(SEGMENTATION_METRICS),
+                             score=segmentation_split_metrics, intervals=False, card_fields=("layers",),
+                             check_card=_check_segmentation_card),
+}
+
+
+def task_kind(name: str) -> TaskKind:
+    if name not in KINDS:
+        raise EvalsuiteError(f"unknown task kind '{name}'; known kinds: {', '.join(KINDS)}")
+    return KINDS[name]
