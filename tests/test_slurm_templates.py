@@ -11,7 +11,6 @@ import pytest
 from conftest import REPO
 
 TEMPLATES = {path.name: path.read_text() for path in sorted((REPO / "sbatch").glob("*.sbatch"))}
-COMMON = re.compile(r"# ---- common part.*?# ---- end of the common part ----\n", re.S)
 
 
 def _directives(text: str) -> list[str]:
@@ -28,10 +27,34 @@ def test_template_is_valid_bash(name):
     assert result.returncode == 0, result.stderr
 
 
-def test_common_part_is_identical_in_every_template():
-    parts = {name: COMMON.findall(text) for name, text in TEMPLATES.items()}
-    assert all(len(found) == 1 for found in parts.values()), {name: len(found) for name, found in parts.items()}
-    assert len({found[0] for found in parts.values()}) == 1, "edit the common part in all three templates alike"
+def test_every_template_sources_the_one_common_part():
+    common = (REPO / "sbatch" / "_common.sh").read_text()
+    functions = re.findall(r"^(\w+)\(\) \{", common, re.M)
+    assert {"activate_env", "budget_gate", "launch", "finish"} <= set(functions)
+    for name, text in TEMPLATES.items():
+        assert 'source "$COMMON_DIR/_common.sh"' in text, name
+        assert not [f for f in functions if re.search(rf"^{f}\(\) \{{", text, re.M)], f"{name} redefines a common function"
+
+
+def test_common_part_is_found_from_the_submitted_path_when_slurm_runs_a_spool_copy(tmp_path):
+    """Slurm runs a copy of the template from its spool folder, where sbatch/_common.sh is not beside it: the
+    template finds it through scontrol's Command= (a stub scontrol here), before anything else runs."""
+    spool = tmp_path / "spool"
+    spool.mkdir()
+    copy = spool / "slurm_script"
+    copy.write_text(TEMPLATES["train_1gpu.sbatch"])
+    stub = tmp_path / "bin"
+    stub.mkdir()
+    (stub / "scontrol").write_text(f"#!/bin/sh\necho '   Command={REPO / 'sbatch' / 'train_1gpu.sbatch'}'\n")
+    (stub / "scontrol").chmod(0o755)
+    env = {"PATH": f"{stub}:/usr/bin:/bin", "SLURM_JOB_ID": "1", "SLURM_SUBMIT_DIR": str(tmp_path),
+           "EVALSUITE_VENV": str(tmp_path / "no-venv")}
+    result = subprocess.run(["bash", str(copy)], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=60)
+    assert "_common.sh not found" not in result.stdout
+    assert "EVALSUITE_VENV=" in result.stdout and "has no bin/activate" in result.stdout  # _common.sh ran
+    stub.joinpath("scontrol").write_text("#!/bin/sh\nexit 1\n")
+    result = subprocess.run(["bash", str(copy)], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=60)
+    assert result.returncode == 2 and "sbatch/_common.sh not found; set EVALSUITE_HOME" in result.stdout
 
 
 @pytest.mark.parametrize("name", sorted(TEMPLATES))
