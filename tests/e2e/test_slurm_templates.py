@@ -1,6 +1,6 @@
 """The sbatch templates as files: valid bash, one shared common part, the directives issue #7 asks for.
 
-Runs anywhere (no Slurm needed); tests/test_slurm.py submits them to a real Slurm.
+Runs anywhere (no Slurm needed); tests/e2e/test_slurm.py submits them to a real Slurm.
 """
 
 import re

@@ -1,5 +1,5 @@
 """File-system faults, non-finite caches and `cache rm` safety: the rows of the bad-input corpus (issue 13)
-that tests/test_bad_input_corpus.py leaves to this file.
+that tests/cli/test_bad_input_corpus.py leaves to this file.
 
 Every fault must end in one `evalsuite: error:` line naming the path and what to do, exit 2, with no
 temp file left behind and the caches and leaderboard as they were. Real faults come from small tmpfs

@@ -2,7 +2,7 @@
 in one line on stderr and a non-zero exit, never a hang, an internal error, data loss or library noise.
 
 Rows that need a file-system fault (read-only --out, disk full, --out naming a file, debris, run JSON
-without a leaderboard row) and `cache rm` live in tests/test_fs_faults.py; a cache holding inf is
+without a leaderboard row) and `cache rm` live in tests/cli/test_fs_faults.py; a cache holding inf is
 there too. The corrupt-image cases here run with DataLoader workers under a watchdog timeout: before
 the fix the error was printed and the process then never exited.
 """

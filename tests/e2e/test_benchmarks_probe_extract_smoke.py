@@ -1,4 +1,4 @@
-"""Smoke tests for the issue #6 benchmarks (probe_batches.py, extract_overhead.py) at a tiny setting.
+"""Smoke tests for the probe-batch and extraction-overhead benchmarks (probe_batches.py, extract_overhead.py) at a tiny setting.
 
 Only the exit code, the table header and the ratio lines are checked; the timings are the
 benchmarks' output to read, never something a test asserts.
