@@ -15,7 +15,6 @@ naming the file (evalsuite.storage.fsio); a cache that fails before its first ch
 """
 
 import contextlib
-import fcntl
 import hashlib
 import json
 import os
@@ -26,7 +25,7 @@ from pathlib import Path
 import numpy as np
 
 from evalsuite.errors import EvalsuiteError
-from evalsuite.storage.fsio import fs_errors, fsync_dir, staged, write_durably
+from evalsuite.storage.fsio import exclusive_lock, fs_errors, write_atomically
 from evalsuite.storage.npy_rows import NpyRows
 
 CACHE_DTYPE = np.float16
@@ -50,22 +49,8 @@ def chunk_bounds(samples: int, chunk_rows: int) -> list[tuple[int, int]]:
 
 
 def write_json_atomic(path: Path, payload: dict) -> None:
-    """Replace `path` with `payload` (temp file, fsync, rename); a failure leaves the old file and no temp file."""
-    with staged(path) as staging:
-        write_durably(staging, json.dumps(payload, indent=1, sort_keys=True).encode())
-    fsync_dir(path.parent)
-
-
-@contextlib.contextmanager
-def _locked(path: Path):
-    with fs_errors("lock", path):
-        handle = open(path, "a")
-    with handle:
-        fcntl.flock(handle.fileno(), fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(handle.fileno(), fcntl.LOCK_UN)
+    """Replace `path` with `payload`; a failure leaves the old file and no temp file."""
+    write_atomically(path, json.dumps(payload, indent=1, sort_keys=True).encode())
 
 
 class CacheWriter:
@@ -95,7 +80,7 @@ class CacheWriter:
         record = {"done": True, "sha256": hashlib.sha256(payload).hexdigest(),
                   "written_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
         # Several ranks may fill chunks of one cache: merge into the manifest on disk under a lock.
-        with _locked(self.folder / ".manifest.lock"), fs_errors("update", self.folder / MANIFEST_FILE):
+        with exclusive_lock(self.folder / ".manifest.lock", "lock"), fs_errors("update", self.folder / MANIFEST_FILE):
             self.reload()
             self.manifest["chunks"][index].update(record)
             write_json_atomic(self.folder / MANIFEST_FILE, self.manifest)
@@ -128,7 +113,7 @@ class FeatureCache:
         lock_dir = self.root / _LOCK_DIR
         with fs_errors("create", lock_dir):
             lock_dir.mkdir(parents=True, exist_ok=True)
-        with _locked(lock_dir / f"{key}.lock"):
+        with exclusive_lock(lock_dir / f"{key}.lock", "lock"):
             yield
 
     def manifest(self, key: str) -> dict | None:

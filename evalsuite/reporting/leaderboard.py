@@ -10,13 +10,12 @@ An append that fails (a full disk, a read-only mount) leaves the file byte for b
 import contextlib
 import csv
 import errno
-import fcntl
 import io
 import os
 from pathlib import Path
 
 from evalsuite.errors import EvalsuiteError
-from evalsuite.storage.fsio import discard, fs_errors, fsync_dir, staged
+from evalsuite.storage.fsio import discard, exclusive_lock, fs_errors, write_atomically
 
 SCHEMA_VERSION = 4
 LEADERBOARD_FILE = "leaderboard.csv"
@@ -51,7 +50,7 @@ def append_rows(path: Path, rows: list[dict]) -> None:
     path = Path(path)
     with fs_errors("append to", path):
         path.parent.mkdir(parents=True, exist_ok=True)
-        with _exclusive_lock(path):
+        with exclusive_lock(path.with_name(path.name + ".lock")):  # the CSV may be replaced when widened
             header, complete_bytes = _header_and_complete_bytes(path)
             if header is None:
                 _append_bytes(path, _render(rows, COLUMNS, with_header=True), keep_bytes=0)
@@ -62,17 +61,6 @@ def append_rows(path: Path, rows: list[dict]) -> None:
                 _rewrite_with_header(path, widened, complete_bytes, _render(rows, widened, with_header=False))
             else:
                 _append_bytes(path, _render(rows, header, with_header=False), keep_bytes=complete_bytes)
-
-
-@contextlib.contextmanager
-def _exclusive_lock(path: Path):
-    # A separate lock file, because the CSV itself may be replaced when its header is widened.
-    with open(path.with_name(path.name + ".lock"), "a") as lock:
-        fcntl.flock(lock.fileno(), fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(lock.fileno(), fcntl.LOCK_UN)
 
 
 def _header_and_complete_bytes(path: Path) -> tuple[list[str] | None, int]:
@@ -115,15 +103,11 @@ def _rewrite_with_header(path: Path, header: list[str], complete_bytes: int, new
     with open(path, "rb") as handle:
         old_text = handle.read(complete_bytes).decode("utf-8", errors="surrogateescape")
     old_rows = csv.DictReader(io.StringIO(old_text, newline=""))
-    with staged(path) as staging:
-        with open(staging, "w", newline="", encoding="utf-8", errors="surrogateescape") as handle:
-            writer = csv.DictWriter(handle, fieldnames=header, restval="", lineterminator="\n")
-            writer.writeheader()
-            writer.writerows(old_rows)
-            handle.write(new_rows.decode())
-            handle.flush()
-            os.fsync(handle.fileno())
-    fsync_dir(path.parent)
+    text = io.StringIO(newline="")
+    writer = csv.DictWriter(text, fieldnames=header, restval="", lineterminator="\n")
+    writer.writeheader()
+    writer.writerows(old_rows)
+    write_atomically(path, text.getvalue().encode("utf-8", errors="surrogateescape") + new_rows)
 
 
 def _render(rows: list[dict], header: list[str], with_header: bool) -> bytes:

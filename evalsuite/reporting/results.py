@@ -7,7 +7,7 @@ import os
 from pathlib import Path
 
 from evalsuite.errors import EvalsuiteError
-from evalsuite.storage.fsio import discard, fs_errors, staging_name, write_durably
+from evalsuite.storage.fsio import fs_errors, staged, write_durably
 
 RESULTS_SCHEMA_VERSION = 1
 RUNS_FOLDER = "runs"
@@ -29,16 +29,12 @@ def staged_run_json(out_dir: Path, record: dict):
     path = folder / f"{record['run_id']}.json"
     # cwd: relative paths in `command` and `config` resolve against it when re-running.
     document = {"results_schema": RESULTS_SCHEMA_VERSION, "cwd": os.getcwd(), **record}
-    staging = staging_name(path)
-    try:
+    with fs_errors("write results", path):
+        folder.mkdir(parents=True, exist_ok=True)
+    with staged(path, "write results") as staging:
         with fs_errors("write results", path):
-            folder.mkdir(parents=True, exist_ok=True)
             write_durably(staging, json.dumps(document, indent=2, sort_keys=True).encode())
         yield path
-        with fs_errors("write results", path):
-            os.replace(staging, path)
-    finally:
-        discard(staging)
 
 
 def find_run_json(out_dir: Path, run_id: str) -> Path:

@@ -7,7 +7,7 @@ from pathlib import Path
 
 from evalsuite.reporting.leaderboard import format_table
 from evalsuite.reporting.wide import Cell, WideTable
-from evalsuite.storage.fsio import fs_errors, staged
+from evalsuite.storage.fsio import fs_errors, write_atomically
 
 WIDE_FILE = "leaderboard_wide.csv"
 # Per task, in this order after the task's mean column (named after the task itself).
@@ -42,8 +42,8 @@ def write_wide_csv(table: WideTable, out_dir: Path) -> Path:
     """Written next to leaderboard.csv via a rename, so a concurrent reader never sees half a file;
     a file-system fault is a one-line error and leaves the previous file and no temp file."""
     path = Path(out_dir) / WIDE_FILE
-    with fs_errors("write", path), staged(path) as staging:
-        staging.write_text(wide_csv_text(table))
+    with fs_errors("write", path):
+        write_atomically(path, wide_csv_text(table).encode())
     return path
 
 

@@ -8,6 +8,7 @@ renames, removing its temp file on every exit path, so a fault leaves no debris.
 
 import contextlib
 import errno
+import fcntl
 import os
 from pathlib import Path
 
@@ -51,17 +52,42 @@ def fs_errors(action: str, path):
 
 
 @contextlib.contextmanager
-def staged(path: Path):
+def staged(path: Path, action: str | None = None):
     """A temp name beside `path` for the block to fill; renamed onto `path` when the block succeeds.
 
     The temp file is removed however the block ends, so an error (a full disk, an exception, a
-    signal) leaves neither a half-written target nor a temp file."""
+    signal) leaves neither a half-written target nor a temp file. With `action`, a failing rename
+    is the one-line `cannot ACTION PATH` error."""
     staging = staging_name(path)
     try:
         yield staging
-        os.replace(staging, path)
+        with fs_errors(action, path) if action else contextlib.nullcontext():
+            os.replace(staging, path)
     finally:
         discard(staging)
+
+
+def write_atomically(path: Path, data: bytes) -> None:
+    """Replace `path` with `data`, durably: temp file, fsync, rename, fsync of the folder. Readers see the old
+    file or the new one; a failure leaves the old one and no temp file."""
+    with staged(path) as staging:
+        write_durably(staging, data)
+    fsync_dir(path.parent)
+
+
+@contextlib.contextmanager
+def exclusive_lock(path: Path, action: str | None = None):
+    """An flock on `path` (created if missing) held for the block; with `action`, failing to open the lock file
+    is the one-line `cannot ACTION PATH` error. A separate lock file, because the files it guards may be
+    replaced by a rename while it is held."""
+    with fs_errors(action, path) if action else contextlib.nullcontext():
+        handle = open(path, "a")
+    with handle:
+        fcntl.flock(handle.fileno(), fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle.fileno(), fcntl.LOCK_UN)
 
 
 def staging_name(path: Path) -> Path:
