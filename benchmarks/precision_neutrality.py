@@ -141,7 +141,8 @@ def extract(precision: str, backbone, card, reader, device, args, out_dir: Path)
     backbone.pooled_features = recording_forward
     try:
         started = time.perf_counter()
-        _, cached, _, shape_probe_forwards = prepare_features(config, card, reader, backbone, device)
+        prepared = prepare_features(config, card, reader, backbone, device)
+        cached, shape_probe_forwards = prepared.splits, prepared.shape_probe_forwards
         seconds = time.perf_counter() - started
     finally:
         del backbone.pooled_features

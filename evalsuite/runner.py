@@ -60,8 +60,8 @@ def _run(config: RunConfig, dist, device) -> dict | None:
     recipes = [load_recipe(name) for name in (config.probes or card.probes)]
     timings = {"setup_s": time.perf_counter() - started}
 
-    plan, split_data, extracted_per_rank, shape_probe_forwards = prepare_features(config, card, reader, backbone,
-                                                                                  device, dist)
+    features = prepare_features(config, card, reader, backbone, device, dist)
+    plan, split_data, extracted_per_rank = features.plan, features.splits, features.extracted_per_rank
     if not dist.is_main:
         return None
     timings["features_s"] = time.perf_counter() - started - timings["setup_s"]
@@ -72,7 +72,8 @@ def _run(config: RunConfig, dist, device) -> dict | None:
     timings["probes_s"] = time.perf_counter() - started - timings["setup_s"] - timings["features_s"]
     extracted = {split: sum(per_rank) for split, per_rank in extracted_per_rank.items()}
     record = _record(config, card, backbone, recipes, probe_results, extracted, timings, device)
-    record["cache"] = {"mode": plan.decision, "plan": plan.to_dict(), "shape_probe_forwards": shape_probe_forwards}
+    record["cache"] = {"mode": plan.decision, "plan": plan.to_dict(),
+                       "shape_probe_forwards": features.shape_probe_forwards}
     record["distributed"] = {"world_size": dist.world_size, "samples_extracted_per_rank": extracted_per_rank}
     leaderboard = Path(config.out_dir) / LEADERBOARD_FILE
     rows = _leaderboard_rows(record, split_data)

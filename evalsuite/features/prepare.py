@@ -116,46 +116,68 @@ def plan_splits(config, card, reader, backbone, device) -> PreparedSplits:
     return PreparedSplits(plan, keys, datasets, row_shape, forwards)
 
 
-def _extract(writer, backbone, features_of, dataset, device, config, description: str, chunks, dist) -> int:
+@dataclass
+class ExtractionJob:
+    """What every split's extraction shares, built once per run."""
+    config: object
+    card: object
+    backbone: object
+    device: torch.device
+    dist: Dist
+    cache: FeatureCache
+    precision: str
+    features_of: object
+    chunk_rows: int
+
+    def key_fields(self, split: str) -> dict:
+        return _key_fields(self.config, self.card, self.backbone, split, self.precision)
+
+
+@dataclass
+class PreparedFeatures:
+    plan: object  # the budget decision all ranks follow
+    splits: dict  # {split: (features, labels)} on rank 0; empty on the other ranks
+    extracted_per_rank: dict  # {split: [samples each rank forwarded]}
+    shape_probe_forwards: int
+
+
+def _extract(job: ExtractionJob, writer, dataset, split: str, chunks) -> int:
     try:
-        return extract_to_cache(backbone, dataset, writer, device, config.batch_size, config.num_workers,
-                                used_precision(config, backbone, device), description, features_of, chunks=chunks, finish=False,
-                                show_progress=dist.is_main)
+        return extract_to_cache(job.backbone, dataset, writer, job.device, job.config.batch_size,
+                                job.config.num_workers, job.precision, f"{job.card.name}/{split}", job.features_of,
+                                chunks=chunks, finish=False, show_progress=job.dist.is_main)
     except Preempted:
         raise
     except BaseException:
         # A cache that failed before its first chunk holds nothing worth resuming: leave no trace.
         writer.reload()
-        if dist.is_main and not any(chunk["done"] for chunk in writer.manifest["chunks"]):
+        if job.dist.is_main and not any(chunk["done"] for chunk in writer.manifest["chunks"]):
             shutil.rmtree(writer.folder, ignore_errors=True)
         raise
 
 
-def _extract_split(cache, split, prepared, config, card, backbone, device, dist, chunk_rows) -> list[int]:
+def _extract_split(job: ExtractionJob, split: str, prepared: PreparedSplits) -> list[int]:
     """Fill one split's cache across ranks; returns the samples each rank forwarded."""
-    key, dataset = prepared.keys[split], prepared.datasets[split]
+    key, dataset, dist = prepared.keys[split], prepared.datasets[split], job.dist
     writer = None
-    if dist.is_main and not cache.is_complete(key):
-        writer = cache.start_or_resume(key, (len(dataset), *prepared.row_shape), dataset.labels,
-                                       _key_fields(config, card, backbone, split,
-                                                   used_precision(config, backbone, device)),
-                                       chunk_rows, library_versions())
+    if dist.is_main and not job.cache.is_complete(key):
+        writer = job.cache.start_or_resume(key, (len(dataset), *prepared.row_shape), dataset.labels,
+                                           job.key_fields(split), job.chunk_rows, library_versions())
     if not dist.broadcast(writer is not None):
         return [0] * dist.world_size
     dist.barrier()
-    writer = writer or cache.attach(key)
+    writer = writer or job.cache.attach(key)
     pending = writer.pending_chunks()
     first, last = shard_bounds(len(pending), dist.rank, dist.world_size)
-    forwarded = _extract(writer, backbone, feature_fn(backbone, card), dataset, device, config,
-                         f"{card.name}/{split}", pending[first:last], dist)
+    forwarded = _extract(job, writer, dataset, split, pending[first:last])
     dist.barrier()
     if dist.is_main:
         writer.finish()
     return dist.all_gather(forwarded)
 
 
-def prepare_features(config, card, reader, backbone, device, dist=Dist()):
-    """(plan, {split: (features, labels)} on rank 0, {split: samples extracted per rank}, shape-probe passes).
+def prepare_features(config, card, reader, backbone, device, dist=Dist()) -> PreparedFeatures:
+    """Plan, extract what is not cached, and open the caches.
 
     Rank 0 plans and its decision holds for all ranks; every rank extracts its shard of the
     pending chunks; only rank 0 opens the finished caches.
@@ -164,15 +186,15 @@ def prepare_features(config, card, reader, backbone, device, dist=Dist()):
     prepared.plan = dist.broadcast(prepared.plan)
     if prepared.plan.decision == "refuse":
         raise BudgetRefused(f"RAM budget: {prepared.plan.reason}")
-    cache = FeatureCache(Path(config.out_dir) / "cache")
-    chunk_rows = chunk_rows_for(prepared.row_shape, config.batch_size, config.chunk_rows)
+    job = ExtractionJob(config, card, backbone, device, dist, FeatureCache(Path(config.out_dir) / "cache"),
+                        used_precision(config, backbone, device), feature_fn(backbone, card),
+                        chunk_rows_for(prepared.row_shape, config.batch_size, config.chunk_rows))
     extracted, opened = {}, {}
     for split in SPLITS:
         key = prepared.keys[split]
         # Rank 0 holds the key's lock for the group: an unrelated process asking for it waits.
-        with cache.lock(key) if dist.is_main else contextlib.nullcontext():
-            extracted[split] = _extract_split(cache, split, prepared, config, card, backbone, device, dist,
-                                              chunk_rows)
+        with job.cache.lock(key) if dist.is_main else contextlib.nullcontext():
+            extracted[split] = _extract_split(job, split, prepared)
         if dist.is_main:
-            opened[split] = cache.open(key, prepared.plan.decision)
-    return prepared.plan, opened, extracted, prepared.shape_probe_forwards
+            opened[split] = job.cache.open(key, prepared.plan.decision)
+    return PreparedFeatures(prepared.plan, opened, extracted, prepared.shape_probe_forwards)
