@@ -51,6 +51,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from _shared import format_table
+
 GRID = 16  # rows are GRID x GRID x CHANNELS values
 CHANNELS = 256
 ROW_VALUES = GRID * GRID * CHANNELS
@@ -207,14 +209,6 @@ def spawn(phase: str, args, root: Path, key: str, rows: int, mode: str = "") -> 
     return json.loads(results[-1][len("RESULT "):])
 
 
-def format_table(rows: list[list[str]]) -> str:
-    widths = [max(len(str(row[i])) for row in [HEADER, *rows]) for i in range(len(HEADER))]
-    lines = ["  ".join(str(cell).rjust(width) for cell, width in zip(HEADER, widths)),
-             "  ".join("-" * width for width in widths)]
-    lines += ["  ".join(str(cell).rjust(width) for cell, width in zip(row, widths)) for row in rows]
-    return "\n".join(lines)
-
-
 def run_benchmark(args) -> None:
     modes = args.modes
     sizes = sorted(args.sizes)
@@ -257,7 +251,7 @@ def run_benchmark(args) -> None:
             shutil.rmtree(workdir / key, ignore_errors=True)
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
-    print(format_table(table))
+    print(format_table(HEADER, table))
     print()
     print("baseline = RSS before the measured phase (interpreter, torch, warm-up); peaks are VmHWM after a reset;")
     print("fit peak/size = fit peak MiB / cache MiB; extraction is mode-independent (measured once per size).")

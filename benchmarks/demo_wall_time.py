@@ -41,6 +41,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from _shared import machine_line
+
 VARIANT_ARGS = {
     "default": [],
     "fp32": ["--precision", "fp32"],
@@ -121,14 +123,6 @@ def time_forward(model_name: str, random_init: bool, tiles: int, with_bf16: bool
             model(batch)
             timings.append((label, (time.perf_counter() - started) / tiles * 1e3))
     return timings
-
-
-def machine_line() -> str:
-    import torch
-
-    from evalsuite.runtime.cpus import cpu_description
-
-    return f"machine: {cpu_description()}, torch {torch.__version__}"
 
 
 def main(argv=None) -> None:

@@ -63,6 +63,7 @@ import time
 from pathlib import Path
 
 import numpy as np
+from _shared import format_table
 
 HEADER = ("measurement", "median s", "range s", "ms/img", "/ pure forward")
 SPLITS = ("train", "val", "test")
@@ -178,15 +179,6 @@ def time_conversion(outputs, row_shape) -> float:
     return time.perf_counter() - started
 
 
-def format_table(rows: list[list[str]]) -> str:
-    widths = [max(len(str(row[i])) for row in [HEADER, *rows]) for i in range(len(HEADER))]
-    lines = ["  ".join(str(c).ljust(w) if i == 0 else str(c).rjust(w) for i, (c, w) in enumerate(zip(HEADER, widths))),
-             "  ".join("-" * w for w in widths)]
-    lines += ["  ".join(str(c).ljust(w) if i == 0 else str(c).rjust(w) for i, (c, w) in enumerate(zip(row, widths)))
-              for row in rows]
-    return "\n".join(lines)
-
-
 def run(args) -> None:
     import torch
 
@@ -270,7 +262,7 @@ def run(args) -> None:
              row(f"separately: decode + transform, 1 process, {decode_threads} thread(s)", decode_seconds),
              row("separately: checks + fp16 conversion", conversion),
              row("separately: loader start-up to first batch", first_batch)]
-    print(format_table(table))
+    print(format_table(HEADER, table, left=1))
     print()
     totals = [p["total"] for p in pipelines]
     paired = [total / seconds for total, seconds in zip(totals, pure)]

@@ -54,6 +54,7 @@ import time
 from pathlib import Path
 
 import numpy as np
+from _shared import format_table, machine_line
 
 SPLITS = ("train", "val", "test")
 LOWER_PRECISIONS = ("bf16", "fp16")
@@ -109,15 +110,6 @@ def _cpu_autocast_works(precision: str) -> bool:
             return torch.nn.Linear(4, 4)(torch.ones(2, 4)).dtype == dtype
     except (RuntimeError, AssertionError):  # a torch whose CPU autocast lacks this dtype
         return False
-
-
-def machine_line(device) -> str:
-    import torch
-
-    from evalsuite.runtime.cpus import cpu_description
-
-    where = torch.cuda.get_device_name(device) if device.type == "cuda" else cpu_description()
-    return f"machine: {where}, {torch.get_num_threads()} threads, torch {torch.__version__}"
 
 
 def extract(precision: str, backbone, card, reader, device, args, out_dir: Path) -> tuple[dict, dict, float]:
@@ -191,17 +183,6 @@ def fit_and_score(recipe, card, data: dict, device, seed: int) -> tuple[dict, di
     (train_x, train_y), (val_x, val_y) = data["train"], data["val"]
     probe.fit(train_x, train_y, val_x, val_y, selection_metric=card.selection_metric)
     return probe.selected_params_, compute_metrics(data["test"][1], probe.predict_proba(data["test"][0]))
-
-
-def format_table(header: list, rows: list, left: int) -> str:
-    """Columns left-aligned up to `left`, right-aligned after."""
-    widths = [max(len(str(row[i])) for row in [header, *rows]) for i in range(len(header))]
-
-    def line(row):
-        return "  ".join(str(c).ljust(w) if i < left else str(c).rjust(w)
-                         for i, (c, w) in enumerate(zip(row, widths))).rstrip()
-
-    return "\n".join([line(header), line(["-" * w for w in widths]), *map(line, rows)])
 
 
 def _format_params(params: dict) -> str:

@@ -70,6 +70,7 @@ import time
 from pathlib import Path
 
 import numpy as np
+from _shared import format_table
 
 # The lr x weight-decay grid of probes/linear.yaml; --heads N takes its first N pairs (cycling).
 GRID = [(lr, wd) for lr in (1e-2, 1e-3, 1e-4) for wd in (0.0, 1e-4, 1e-3, 1e-2)]
@@ -184,15 +185,6 @@ def _cell(seconds: list[float]) -> tuple[str, str]:
     return f"{statistics.median(seconds):.4f}", f"{min(seconds):.4f}-{max(seconds):.4f}"
 
 
-def format_table(rows: list[list[str]]) -> str:
-    widths = [max(len(str(row[i])) for row in [HEADER, *rows]) for i in range(len(HEADER))]
-    lines = ["  ".join(str(c).ljust(w) if i < 2 else str(c).rjust(w) for i, (c, w) in enumerate(zip(HEADER, widths))),
-             "  ".join("-" * w for w in widths)]
-    lines += ["  ".join(str(c).ljust(w) if i < 2 else str(c).rjust(w) for i, (c, w) in enumerate(zip(row, widths)))
-              for row in rows]
-    return "\n".join(lines)
-
-
 def run(args) -> None:
     import torch
 
@@ -256,7 +248,7 @@ def run(args) -> None:
     table = [[name, workers, *_cell(train[name, workers].seconds), *_cell(data[name, workers].seconds),
               train[name, workers].batches] for name, workers, _ in sources]
     table.append(["step only", "-", *_cell(step_only.seconds), "-", "-", step_only.batches])
-    print(format_table(table))
+    print(format_table(HEADER, table, left=2))
     print()
 
     results = [{"source": name, "workers": workers, "train": train[name, workers].seconds,

@@ -1,13 +1,10 @@
 """Probe recipes: YAML files naming a probe implementation and its hyper-parameters."""
 
-import hashlib
 from dataclasses import dataclass
 from pathlib import Path
 
-import yaml
-
 from evalsuite.errors import EvalsuiteError
-from evalsuite.tasks.resources import find_yaml, recipes_dir
+from evalsuite.tasks.resources import find_yaml, read_yaml_mapping, recipes_dir
 
 
 @dataclass(frozen=True)
@@ -27,12 +24,8 @@ def load_recipe(name: str) -> ProbeRecipe:
     from evalsuite.probes import PROBES
 
     path = find_recipe(name)
-    raw_bytes = path.read_bytes()
-    try:
-        raw = yaml.safe_load(raw_bytes)
-    except yaml.YAMLError as exc:
-        raise EvalsuiteError(f"probe recipe {path}: not valid YAML ({str(exc).splitlines()[0]})") from None
-    if not isinstance(raw, dict) or not isinstance(raw.get("name"), str) or not isinstance(raw.get("probe"), str):
+    raw, sha256 = read_yaml_mapping(path, "probe recipe")
+    if not isinstance(raw.get("name"), str) or not isinstance(raw.get("probe"), str):
         raise EvalsuiteError(f"probe recipe {path}: needs string fields 'name' and 'probe'")
     if raw["probe"] not in PROBES:
         raise EvalsuiteError(f"probe recipe {path}: probe '{raw['probe']}' is not one of {', '.join(PROBES)}")
@@ -40,4 +33,4 @@ def load_recipe(name: str) -> ProbeRecipe:
     if not isinstance(params, dict):
         raise EvalsuiteError(f"probe recipe {path}: field 'params' must be a mapping")
     return ProbeRecipe(name=raw["name"], probe=raw["probe"], params=params, path=path.resolve(),
-                       sha256=hashlib.sha256(raw_bytes).hexdigest())
+                       sha256=sha256)

@@ -21,13 +21,13 @@ import numpy as np
 import scipy.io
 
 from evalsuite.errors import EvalsuiteError
-from evalsuite.readers._common import check_classes, check_count, layout_error, list_files, open_rgb, require_dir
+from evalsuite.readers._common import check_count, layout_error, list_files, open_rgb, require_dir
 from evalsuite.readers.segmentation import (
     CachedSource,
     SegmentationReader,
     carve_val_units,
+    check_grid_card,
     check_mask_values,
-    check_tiling,
     grid_origins,
     image_size,
 )
@@ -85,8 +85,7 @@ def _type_map_shape(path: Path) -> tuple:
 class ConsepReader(SegmentationReader):
     def __init__(self, card, data_root: Path, tile_size_px: int = 250, stride_px: int = 250,
                  val_fraction: float = 0.2, val_seed: int = 0, check_counts: bool = True):
-        check_classes(card, CLASSES, TASK, "class map (type_map 7 types merged to 4)")
-        check_tiling(card, tile_size_px, stride_px, val_fraction)
+        check_grid_card(card, CLASSES, TASK, "class map (type_map 7 types merged to 4)", tile_size_px, stride_px, val_fraction)
         super().__init__(card, tile_size_px)
         root = Path(data_root)
         images, labels, folder_of = [], [], []

@@ -30,12 +30,12 @@ import numpy as np
 
 from evalsuite.errors import EvalsuiteError
 from evalsuite.metrics.segmentation import IGNORE_INDEX
-from evalsuite.readers._common import check_classes, check_count, layout_error, list_files, open_rgb, require_dir
+from evalsuite.readers._common import check_count, layout_error, list_files, open_rgb, require_dir
 from evalsuite.readers.segmentation import (
     CachedSource,
     SegmentationReader,
     carve_val_units,
-    check_tiling,
+    check_grid_card,
     grid_origins,
     image_size,
 )
@@ -130,8 +130,7 @@ class MonusacImages(CachedSource):
 class MonusacReader(SegmentationReader):
     def __init__(self, card, data_root: Path, tile_size_px: int = 256, stride_px: int = 256,
                  val_fraction: float = 0.2, val_seed: int = 0, check_counts: bool = True):
-        check_classes(card, CLASSES, TASK, "class map (background + the 4 annotated nucleus classes)")
-        check_tiling(card, tile_size_px, stride_px, val_fraction)
+        check_grid_card(card, CLASSES, TASK, "class map (background + the 4 annotated nucleus classes)", tile_size_px, stride_px, val_fraction)
         super().__init__(card, tile_size_px)
         root = Path(data_root)
         images, annotations, sizes, owners = [], [], [], []

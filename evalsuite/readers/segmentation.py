@@ -22,6 +22,7 @@ from PIL import Image
 
 from evalsuite.errors import EvalsuiteError
 from evalsuite.metrics.segmentation import IGNORE_INDEX
+from evalsuite.readers._common import check_classes
 from evalsuite.readers.base import Reader
 
 PAD_PIXEL = 255
@@ -42,6 +43,12 @@ def check_tiling(card, tile_px, stride_px, val_fraction: float | None = None) ->
             raise EvalsuiteError(f"task card {card.path}: reader.args.{name} must be a positive integer, got {value!r}")
     if val_fraction is not None and not 0 < val_fraction < 1:
         raise EvalsuiteError(f"task card {card.path}: reader.args.val_fraction must be between 0 and 1")
+
+
+def check_grid_card(card, classes: list, task: str, what: str, tile_px, stride_px, val_fraction) -> None:
+    """The card of a reader that tiles whole images on a grid and carves val from train (CoNSeP, MoNuSAC)."""
+    check_classes(card, classes, task, what)
+    check_tiling(card, tile_px, stride_px, val_fraction)
 
 
 def check_mask_values(mask: np.ndarray, num_classes: int, what: str, allow_ignore: bool = False) -> None:

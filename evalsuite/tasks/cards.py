@@ -4,15 +4,12 @@ A card names its reader and the reader's arguments, the classes, the splits, the
 used to select probe hyper-parameters on val, and the probes run by default.
 """
 
-import hashlib
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import yaml
-
 from evalsuite.errors import EvalsuiteError
 from evalsuite.tasks.kinds import DEFAULT_LAYERS, KINDS
-from evalsuite.tasks.resources import cards_dir, find_yaml
+from evalsuite.tasks.resources import cards_dir, find_yaml, read_yaml_mapping
 
 REQUIRED_SPLITS = ("train", "val", "test")
 
@@ -47,15 +44,8 @@ def find_card(task: str) -> Path:
 
 def load_card(task: str) -> TaskCard:
     path = find_card(task)
-    raw_bytes = path.read_bytes()
-    try:
-        raw = yaml.safe_load(raw_bytes)
-    except yaml.YAMLError as exc:
-        first_line = str(exc).splitlines()[0]
-        raise EvalsuiteError(f"task card {path}: not valid YAML ({first_line})") from None
-    if not isinstance(raw, dict):
-        raise EvalsuiteError(f"task card {path}: expected a mapping of fields at the top level")
-    return _card_from_mapping(raw, path, hashlib.sha256(raw_bytes).hexdigest())
+    raw, sha256 = read_yaml_mapping(path, "task card")
+    return _card_from_mapping(raw, path, sha256)
 
 
 def _field(raw: dict, path: Path, name: str, kind: type, required: bool = True):

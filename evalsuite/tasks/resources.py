@@ -5,7 +5,10 @@ In the wheel the top-level `datasets/` and `probes/` folders are packaged as
 install) they are read from the repository root.
 """
 
+import hashlib
 from pathlib import Path
+
+import yaml
 
 from evalsuite.errors import EvalsuiteError
 
@@ -51,3 +54,17 @@ def find_yaml(name: str, folder: Path, kind: str, noun: str) -> Path:
         known = ", ".join(yaml_names(folder)) or "none"
         raise EvalsuiteError(f"unknown {noun} '{name}'; known {noun}s: {known} (or pass a path to a {kind} .yaml)")
     return path
+
+
+def read_yaml_mapping(path: Path, kind: str) -> tuple[dict, str]:
+    """(the YAML file's top-level mapping, sha256 of its bytes); `kind` ("task card") words the errors.
+
+    Results record the hash, so a run names the exact card or recipe it came from."""
+    raw_bytes = path.read_bytes()
+    try:
+        raw = yaml.safe_load(raw_bytes)
+    except yaml.YAMLError as exc:
+        raise EvalsuiteError(f"{kind} {path}: not valid YAML ({str(exc).splitlines()[0]})") from None
+    if not isinstance(raw, dict):
+        raise EvalsuiteError(f"{kind} {path}: expected a mapping of fields at the top level")
+    return raw, hashlib.sha256(raw_bytes).hexdigest()

@@ -376,14 +376,20 @@ def test_out_without_write_permission_is_refused_before_any_work(capsys, shared,
     assert not list(out.iterdir())
 
 
-def test_leaderboard_without_write_permission_leaves_no_run_json(capsys, shared, as_nobody):
+def _cached_out_of_nobody_with_roots_leaderboard(shared) -> Path:
+    """A copy of the cached run owned by `nobody`, except leaderboard.csv, which stays root's."""
     parent = Path(tempfile.mkdtemp(prefix="out-", dir=shared["base"]))
     parent.chmod(0o755)
     out = parent / "out"
     shutil.copytree(shared["cached"], out)
     for path in [out, *out.rglob("*")]:
         os.chown(path, NOBODY, -1)
-    os.chown(out / "leaderboard.csv", 0, -1)  # root's, mode 0644: nobody reads it but cannot append
+    os.chown(out / "leaderboard.csv", 0, -1)
+    return out
+
+
+def test_leaderboard_without_write_permission_leaves_no_run_json(capsys, shared, as_nobody):
+    out = _cached_out_of_nobody_with_roots_leaderboard(shared)  # mode 0644: nobody reads it but cannot append
     before, runs_before = snapshot(out), run_jsons(out)
     with as_nobody:
         result = run(capsys, shared, out)
@@ -393,13 +399,7 @@ def test_leaderboard_without_write_permission_leaves_no_run_json(capsys, shared,
 
 
 def test_leaderboard_without_read_permission_says_to_make_it_readable(capsys, shared, as_nobody):
-    parent = Path(tempfile.mkdtemp(prefix="out-", dir=shared["base"]))
-    parent.chmod(0o755)
-    out = parent / "out"
-    shutil.copytree(shared["cached"], out)
-    for path in [out, *out.rglob("*")]:
-        os.chown(path, NOBODY, -1)
-    os.chown(out / "leaderboard.csv", 0, -1)
+    out = _cached_out_of_nobody_with_roots_leaderboard(shared)
     (out / "leaderboard.csv").chmod(0o600)  # root's and private: nobody cannot even read it
     before, runs_before = snapshot(out), run_jsons(out)
     with as_nobody:

@@ -1,0 +1,26 @@
+"""What the benchmark scripts share: the machine line every result starts with, and their text tables.
+
+Imported as `_shared` (the scripts run as `python benchmarks/NAME.py`, so this folder is on sys.path).
+"""
+
+
+def machine_line(device=None) -> str:
+    """`machine: <CPU or GPU>, <threads>, torch <version>`: measurements are only comparable on one machine."""
+    import torch
+
+    from evalsuite.runtime.cpus import cpu_description
+
+    if device is not None and device.type == "cuda":
+        return f"machine: {torch.cuda.get_device_name(device)}, torch {torch.__version__}"
+    return f"machine: {cpu_description()}, {torch.get_num_threads()} threads, torch {torch.__version__}"
+
+
+def format_table(header: list, rows: list, left: int = 0) -> str:
+    """Columns left-aligned up to index `left`, right-aligned after; a dashed rule under the header."""
+    widths = [max(len(str(row[i])) for row in [header, *rows]) for i in range(len(header))]
+
+    def line(row):
+        return "  ".join(str(c).ljust(w) if i < left else str(c).rjust(w)
+                         for i, (c, w) in enumerate(zip(row, widths))).rstrip()
+
+    return "\n".join([line(header), line(["-" * w for w in widths]), *map(line, rows)])
