@@ -1,6 +1,6 @@
 """Segmentation metrics: per-class IoU (Jaccard) and Dice from one confusion matrix per split.
 
-Protocol (also in the README, "Segmentation tasks", and every segmentation card):
+Protocol (also in docs/tasks.md, "Segmentation tasks", and every segmentation card):
 - class 0 is `background`; the other classes are the foreground (nucleus types);
 - predictions are the argmax of the head's logits after bilinear upsampling to the label
   resolution; pixels labelled IGNORE_INDEX (255: MoNuSAC "Ambiguous" regions, padding) count

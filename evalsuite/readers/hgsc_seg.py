@@ -1,6 +1,6 @@
 """The demo segmentation task: nucleus-type masks of the shipped hgsc_nest crop (evalsuite/data/hgsc_nest).
 
-Protocol (also in datasets/demo_seg.yaml and the README):
+Protocol (also in datasets/demo_seg.yaml and docs/tasks.md):
 - the 1500x1500 crop and its type mask (0 background, 1 connective, 2 inflammatory,
   3 neoplastic: `nuc_raster` of hgsc_nest_type_mask.npz) are cut into `tile_size_px` tiles
   with stride `stride_px`, placed inside the `block_size_px` blocks of the demo task (300 px,

@@ -1,6 +1,6 @@
 """The demo task: tiles of the hgsc_nest H&E crop labelled by their dominant nucleus type.
 
-Protocol (also in datasets/demo.yaml and the README):
+Protocol (also in datasets/demo.yaml and docs/tasks.md):
 - the 1500x1500 crop is cut into non-overlapping `tile_size_px` tiles (60 px: 625 tiles);
 - a tile's label is the nucleus type covering most of its nucleus pixels; a tile whose
   nucleus pixels are below `min_nucleus_fraction` of its area has no meaningful label and is
