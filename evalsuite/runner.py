@@ -4,30 +4,21 @@ Nothing is written to the leaderboard until every probe has produced its metrics
 failed run leaves the leaderboard as it was.
 """
 
-import datetime as dt
-import json
-import sys
 import time
-import uuid
-from dataclasses import asdict
 from pathlib import Path
-
-import torch
 
 from evalsuite.config import RunConfig
 from evalsuite.features.prepare import prepare_features, used_precision
 from evalsuite.metrics.bootstrap import interval_clusters
 from evalsuite.models.backbones import build_backbone
-from evalsuite.models.transforms import describe_transform
 from evalsuite.probes import PROBES
 from evalsuite.probes.base import SplitScoringProbe
 from evalsuite.probes.recipes import load_recipe
 from evalsuite.readers import build_reader
-from evalsuite.reporting.leaderboard import LEADERBOARD_FILE, append_rows, check_appendable
-from evalsuite.reporting.results import staged_run_json
+from evalsuite.reporting.leaderboard import LEADERBOARD_FILE, append_rows, check_appendable, rows_from_record
+from evalsuite.reporting.results import run_record, staged_run_json
 from evalsuite.runtime import distributed
 from evalsuite.runtime.cpus import use_threads
-from evalsuite.runtime.versions import library_versions
 from evalsuite.storage.fsio import check_out_folder
 from evalsuite.tasks.cards import load_card
 from evalsuite.tasks.kinds import KINDS
@@ -71,12 +62,13 @@ def _run(config: RunConfig, dist, device) -> dict | None:
                      for recipe in recipes]
     timings["probes_s"] = time.perf_counter() - started - timings["setup_s"] - timings["features_s"]
     extracted = {split: sum(per_rank) for split, per_rank in extracted_per_rank.items()}
-    record = _record(config, card, backbone, recipes, probe_results, extracted, timings, device)
+    record = run_record(config, card, backbone, probe_results, extracted, timings, device,
+                        used_precision(config, backbone, device))
     record["cache"] = {"mode": plan.decision, "plan": plan.to_dict(),
                        "shape_probe_forwards": features.shape_probe_forwards}
     record["distributed"] = {"world_size": dist.world_size, "samples_extracted_per_rank": extracted_per_rank}
     leaderboard = Path(config.out_dir) / LEADERBOARD_FILE
-    rows = _leaderboard_rows(record, split_data)
+    rows = rows_from_record(record, {split: len(labels) for split, (_, labels) in split_data.items()})
     check_appendable(leaderboard)  # a foreign leaderboard.csv refuses before the run JSON is written
     # The run JSON moves into place only once its rows are appended: every run JSON is named by a row.
     with staged_run_json(config.out_dir, record) as results_path:
@@ -112,50 +104,3 @@ def _run_probe(recipe, card, split_data, device, seed: int, test_clusters=("tile
         metrics["test"] = {k: v for k, v in scored.items() if not k.endswith("_ci")}
     return {**_recipe_fields(recipe), "seed": seed, "selected_params": probe.selected_params_,
             "metrics": metrics, "intervals_95": intervals, **unit, "fit_s": time.perf_counter() - started}
-
-
-def _record(config, card, backbone, recipes, probe_results, extracted, timings, device) -> dict:
-    now = dt.datetime.now(dt.timezone.utc)
-    return {
-        "run_id": f"{now:%Y%m%dT%H%M%SZ}-{uuid.uuid4().hex[:8]}",
-        "timestamp_utc": now.isoformat(timespec="seconds"),
-        "command": sys.argv,
-        "config": {k: str(v) if isinstance(v, Path) else v for k, v in asdict(config).items()},
-        "task": {"name": card.name, "path": str(card.path), "sha256": card.sha256,
-                 "selection_metric": card.selection_metric, "classes": card.classes},
-        "model": {"name": backbone.label, "architecture_name": backbone.name, "weights_id": backbone.weights_id,
-                  "embed_dim": backbone.embed_dim, "pooling": backbone.pooling,
-                  "data_config": describe_transform(backbone.data_config)},
-        "device": str(device),
-        "precision": used_precision(config, backbone, device),  # what the forward passes computed in
-        "threads": torch.get_num_threads(),
-        "seeds": config.seeds,
-        "samples_extracted": extracted,
-        "probes": probe_results,
-        "timings_s": timings,
-        "versions": library_versions(),
-    }
-
-
-def _cell(value) -> str:
-    return "" if value == "" else f"{value:.6f}"
-
-
-def _leaderboard_rows(record: dict, split_data: dict) -> list[dict]:
-    rows = []
-    for result in record["probes"]:
-        for split, metrics in result["metrics"].items():
-            for metric, value in metrics.items():
-                low, high = result["intervals_95"].get(split, {}).get(metric, ("", ""))
-                rows.append({
-                    "run_id": record["run_id"], "timestamp_utc": record["timestamp_utc"],
-                    "task": record["task"]["name"], "model": record["model"]["name"],
-                    "weights_id": record["model"]["weights_id"], "probe": result["probe"],
-                    "selected_params": json.dumps(result["selected_params"], sort_keys=True),
-                    "split": split, "metric": metric, "value": f"{value:.6f}", "seed": result["seed"],
-                    "ci_low": _cell(low), "ci_high": _cell(high),
-                    "n_samples": len(split_data[split][1]),
-                    "headline_metric": record["task"]["selection_metric"],
-                    "precision": record["precision"],
-                })
-    return rows

@@ -11,6 +11,7 @@ import contextlib
 import csv
 import errno
 import io
+import json
 import os
 from pathlib import Path
 
@@ -197,3 +198,28 @@ def format_table(header: list[str], body: list[list[str]]) -> str:
     lines = ["  ".join(str(cell).ljust(w) for cell, w in zip(line, widths)).rstrip() for line in [header] + body]
     lines.insert(1, "  ".join("-" * w for w in widths))
     return "\n".join(lines)
+
+
+def _cell(value) -> str:
+    return "" if value == "" else f"{value:.6f}"
+
+
+def rows_from_record(record: dict, split_sizes: dict) -> list[dict]:
+    """One leaderboard row per (probe, seed, split, metric) of a run record; `split_sizes` = {split: samples}."""
+    rows = []
+    for result in record["probes"]:
+        for split, metrics in result["metrics"].items():
+            for metric, value in metrics.items():
+                low, high = result["intervals_95"].get(split, {}).get(metric, ("", ""))
+                rows.append({
+                    "run_id": record["run_id"], "timestamp_utc": record["timestamp_utc"],
+                    "task": record["task"]["name"], "model": record["model"]["name"],
+                    "weights_id": record["model"]["weights_id"], "probe": result["probe"],
+                    "selected_params": json.dumps(result["selected_params"], sort_keys=True),
+                    "split": split, "metric": metric, "value": f"{value:.6f}", "seed": result["seed"],
+                    "ci_low": _cell(low), "ci_high": _cell(high),
+                    "n_samples": split_sizes[split],
+                    "headline_metric": record["task"]["selection_metric"],
+                    "precision": record["precision"],
+                })
+    return rows

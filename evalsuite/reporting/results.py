@@ -1,12 +1,17 @@
-"""One results JSON per run under <out>/runs/: written atomically and found again by run id."""
+"""One results JSON per run under <out>/runs/: its content (run_record), written atomically, found again by run id."""
 
 import contextlib
+import datetime as dt
 import glob
 import json
 import os
+import sys
+import uuid
+from dataclasses import asdict
 from pathlib import Path
 
 from evalsuite.errors import EvalsuiteError
+from evalsuite.runtime.versions import library_versions
 from evalsuite.storage.fsio import fs_errors, staged, write_durably
 
 RESULTS_SCHEMA_VERSION = 1
@@ -61,3 +66,32 @@ def read_run_json(path: Path) -> dict:
     if not isinstance(record, dict) or "run_id" not in record:
         raise EvalsuiteError(f"{path} is not an evalsuite results JSON (no run_id)")
     return record
+
+
+def run_record(config, card, backbone, probe_results, extracted, timings, device, precision: str) -> dict:
+    """The run JSON's content: what was asked, what ran (model, device, precision, versions) and every probe's
+    scores."""
+    import torch  # here, not at the top: `evalsuite show` reads run JSONs without loading torch and timm
+
+    from evalsuite.models.transforms import describe_transform
+
+    now = dt.datetime.now(dt.timezone.utc)
+    return {
+        "run_id": f"{now:%Y%m%dT%H%M%SZ}-{uuid.uuid4().hex[:8]}",
+        "timestamp_utc": now.isoformat(timespec="seconds"),
+        "command": sys.argv,
+        "config": {k: str(v) if isinstance(v, Path) else v for k, v in asdict(config).items()},
+        "task": {"name": card.name, "path": str(card.path), "sha256": card.sha256,
+                 "selection_metric": card.selection_metric, "classes": card.classes},
+        "model": {"name": backbone.label, "architecture_name": backbone.name, "weights_id": backbone.weights_id,
+                  "embed_dim": backbone.embed_dim, "pooling": backbone.pooling,
+                  "data_config": describe_transform(backbone.data_config)},
+        "device": str(device),
+        "precision": precision,  # what the forward passes computed in
+        "threads": torch.get_num_threads(),
+        "seeds": config.seeds,
+        "samples_extracted": extracted,
+        "probes": probe_results,
+        "timings_s": timings,
+        "versions": library_versions(),
+    }
