@@ -8,7 +8,7 @@ import argparse
 import sys
 
 from evalsuite.commands import COMMAND_MODULES
-from evalsuite.errors import EvalsuiteError
+from evalsuite.errors import EXIT_INTERNAL, EXIT_INTERRUPTED, EvalsuiteError
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -41,11 +41,11 @@ def main(argv: list[str] | None = None) -> int:
         return exc.exit_code
     except KeyboardInterrupt:
         print("evalsuite: interrupted", file=sys.stderr)
-        return 130
+        return EXIT_INTERRUPTED
     except Exception as exc:  # noqa: BLE001 - one line for users; --debug shows the traceback
         if args.debug:
             raise
         print(f"evalsuite: internal error: {type(exc).__name__}: {exc} (rerun with --debug for the traceback)",
               file=sys.stderr)
-        return 1
+        return EXIT_INTERNAL
     return 0

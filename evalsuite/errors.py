@@ -1,7 +1,13 @@
-"""User-facing errors: the CLI prints them as one line and exits non-zero."""
+"""User-facing errors and every exit code: the CLI prints an error as one line and exits with its code."""
+
+EXIT_INTERNAL = 1  # a bug: the CLI says "internal error" (rerun with --debug for the traceback)
+EXIT_USER = 2  # bad input or environment: the message says what to do
+EXIT_REFUSE = 3  # the RAM budget gate refused the run (`evalsuite budget`, `run`); job scripts gate on it
+EXIT_INTERRUPTED = 130  # Ctrl-C (128 + SIGINT), as shells report it
+EXIT_PREEMPTED = 75  # EX_TEMPFAIL: stopped after an extraction chunk on a signal; the same command resumes
 
 
 class EvalsuiteError(Exception):
     """A problem with the user's input or environment, with a message saying what to do."""
 
-    exit_code = 2
+    exit_code = EXIT_USER

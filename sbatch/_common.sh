@@ -9,8 +9,8 @@ TASK=${TASK:-demo}
 MODEL=${MODEL:-efficientnet_lite0_imagenet}
 OUT=${OUT:-evalsuite_out}
 MAX_REQUEUES=${MAX_REQUEUES:-5}
-EXIT_PREEMPTED=75   # evalsuite.features.extract.EXIT_PREEMPTED: stopped after a chunk, rerun resumes
-EXIT_REFUSE=3       # evalsuite.features.budget.EXIT_REFUSE: the RAM budget gate said no
+EXIT_PREEMPTED=75   # evalsuite.errors.EXIT_PREEMPTED: stopped after a chunk, rerun resumes
+EXIT_REFUSE=3       # evalsuite.errors.EXIT_REFUSE: the RAM budget gate said no
 read -r -a EXTRA <<< "${EXTRA_ARGS:-}"
 read -r -a RUN_EXTRA <<< "${RUN_ARGS:-}"
 

@@ -10,9 +10,8 @@ from pathlib import Path
 
 import h5py
 import numpy as np
-from PIL import Image
-
 from conftest import leaderboard_rows, run_cli
+from PIL import Image
 
 BACH_PREFIX = {"Benign": "b", "InSitu": "is", "Invasive": "iv", "Normal": "n"}
 # One image per split and class: numbers that the BACH split puts in train, val and test.

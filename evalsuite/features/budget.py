@@ -19,9 +19,8 @@ from pathlib import Path
 
 import numpy as np
 
-from evalsuite.errors import EvalsuiteError
+from evalsuite.errors import EXIT_REFUSE, EvalsuiteError
 
-EXIT_REFUSE = 3
 SAFETY_MARGIN_FRACTION = 0.10
 SAFETY_MARGIN_MIN_BYTES = 256 * 1024**2
 # Rows a probe upcasts at once (kNN query x bank blocks, linear eval batch), times the

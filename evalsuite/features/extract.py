@@ -15,13 +15,12 @@ import numpy as np
 import torch
 from tqdm import tqdm
 
-from evalsuite.errors import EvalsuiteError
+from evalsuite.errors import EXIT_PREEMPTED, EvalsuiteError
 from evalsuite.features.cache import CACHE_DTYPE
 from evalsuite.runtime.devices import loader_kwargs
 from evalsuite.runtime.precision import autocast_context
 
 FLOAT16_MAX = float(np.finfo(np.float16).max)
-EXIT_PREEMPTED = 75  # EX_TEMPFAIL: try again later (the rerun resumes)
 _STOP_SIGNALS = (signal.SIGTERM, signal.SIGUSR1)
 
 
@@ -88,7 +87,7 @@ def chunk_aligned_batches(pending_chunks, batch_size: int) -> list[list[int]]:
             for _, chunk_start, stop in pending_chunks for start in range(chunk_start, stop, batch_size)]
 
 
-def extract_to_cache(backbone, dataset, writer, device: torch.device, batch_size: int = 64, num_workers: int = 2,
+def extract_to_cache(backbone, dataset, writer, device: torch.device, *, batch_size: int = 64, num_workers: int = 2,
                      precision: str = "fp32", description: str = "extract", features_of=None, chunks=None,
                      finish: bool = True, show_progress: bool = True) -> int:
     """Fill the writer's unfinished chunks with `features_of(images)` rows (default backbone.pooled_features).

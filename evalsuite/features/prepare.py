@@ -53,6 +53,8 @@ class PreparedSplits:
     datasets: dict
     row_shape: tuple
     shape_probe_forwards: int
+    cache: FeatureCache
+    chunk_rows: int
 
 
 def used_precision(config, backbone, device) -> str:
@@ -113,7 +115,7 @@ def plan_splits(config, card, reader, backbone, device) -> PreparedSplits:
         extraction_working_bytes(backbone.data_config["input_size"], config.batch_size, config.num_workers,
                                  chunk_rows, row_shape),
         cache.root, requested=config.cache)
-    return PreparedSplits(plan, keys, datasets, row_shape, forwards)
+    return PreparedSplits(plan, keys, datasets, row_shape, forwards, cache, chunk_rows)
 
 
 @dataclass
@@ -143,9 +145,10 @@ class PreparedFeatures:
 
 def _extract(job: ExtractionJob, writer, dataset, split: str, chunks) -> int:
     try:
-        return extract_to_cache(job.backbone, dataset, writer, job.device, job.config.batch_size,
-                                job.config.num_workers, job.precision, f"{job.card.name}/{split}", job.features_of,
-                                chunks=chunks, finish=False, show_progress=job.dist.is_main)
+        return extract_to_cache(job.backbone, dataset, writer, job.device, batch_size=job.config.batch_size,
+                                num_workers=job.config.num_workers, precision=job.precision,
+                                description=f"{job.card.name}/{split}", features_of=job.features_of, chunks=chunks,
+                                finish=False, show_progress=job.dist.is_main)
     except Preempted:
         raise
     except BaseException:
@@ -186,9 +189,8 @@ def prepare_features(config, card, reader, backbone, device, dist=Dist()) -> Pre
     prepared.plan = dist.broadcast(prepared.plan)
     if prepared.plan.decision == "refuse":
         raise BudgetRefused(f"RAM budget: {prepared.plan.reason}")
-    job = ExtractionJob(config, card, backbone, device, dist, FeatureCache(Path(config.out_dir) / "cache"),
-                        used_precision(config, backbone, device), feature_fn(backbone, card),
-                        chunk_rows_for(prepared.row_shape, config.batch_size, config.chunk_rows))
+    job = ExtractionJob(config, card, backbone, device, dist, prepared.cache, used_precision(config, backbone, device),
+                        feature_fn(backbone, card), prepared.chunk_rows)
     extracted, opened = {}, {}
     for split in SPLITS:
         key = prepared.keys[split]

@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 import torch
 import yaml
-
 from conftest import assert_one_line_error, run_cli
+
 from evalsuite.reporting.leaderboard import append_rows
 from evalsuite.tasks.resources import cards_dir, shipped_data_dir
 

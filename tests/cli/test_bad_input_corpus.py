@@ -11,12 +11,12 @@ import subprocess
 
 import pytest
 import torch
-
 from conftest import assert_one_line_error, leaderboard_rows, run_cli
-from evalsuite.tasks.cards import load_card
+from fixtures_tiles import make_crc, make_mhist
+
 from evalsuite.errors import EvalsuiteError
 from evalsuite.readers.crc import CrcReader
-from fixtures_tiles import make_crc, make_mhist
+from evalsuite.tasks.cards import load_card
 
 WATCHDOG_S = 120  # the corrupt-image runs take ~15 s; a hang is what this timeout catches
 
@@ -101,9 +101,9 @@ def test_checkpoint_with_integer_tensors_names_the_first_key_and_dtype(tmp_path,
 def test_half_precision_checkpoint_is_accepted(tmp_path):
     """Float16/bfloat16 checkpoints are common (hub releases) and are cast, not refused."""
     import timm
+    from safetensors.torch import save_file
 
     from evalsuite.models.backbones import build_backbone
-    from safetensors.torch import save_file
 
     state = {k: v.to(torch.bfloat16) if v.is_floating_point() else v
              for k, v in timm.create_model("vit_tiny_patch16_224", num_classes=0).state_dict().items()}

@@ -23,11 +23,11 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-
 from conftest import assert_one_line_error, leaderboard_rows
+from fixtures_tiles import make_crc
+
 from evalsuite import cli, runner
 from evalsuite.reporting.leaderboard import COLUMNS
-from fixtures_tiles import make_crc
 
 RUN = ["run", "--task", "crc", "--no-count-check", "--model", "test_vit", "--random-init", "--precision", "fp32",
        "--num-workers", "0", "--probes", "knn"]

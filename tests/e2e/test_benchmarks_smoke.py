@@ -5,7 +5,6 @@ benchmarks' output to read, not something a test asserts.
 """
 
 import pytest
-
 from conftest import run_benchmark
 
 

@@ -7,8 +7,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
-
 from conftest import leaderboard_rows, library_warnings, run_cli
+
 from evalsuite.reporting.leaderboard import COLUMNS
 
 pytestmark = pytest.mark.slow

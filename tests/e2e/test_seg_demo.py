@@ -5,15 +5,15 @@ import json
 import numpy as np
 import pytest
 import torch
-
 from conftest import leaderboard_rows, run_cli
-from evalsuite.models.backbones import build_backbone
-from evalsuite.tasks.cards import load_card
-from evalsuite.probes import PROBES
-from evalsuite.readers import build_reader
-from evalsuite.probes.recipes import load_recipe
+
 from evalsuite.metrics.segmentation import metrics_from_confusion
+from evalsuite.models.backbones import build_backbone
 from evalsuite.models.transforms import build_transform
+from evalsuite.probes import PROBES
+from evalsuite.probes.recipes import load_recipe
+from evalsuite.readers import build_reader
+from evalsuite.tasks.cards import load_card
 
 pytestmark = pytest.mark.slow
 

@@ -22,7 +22,6 @@ import time
 from pathlib import Path
 
 import pytest
-
 from conftest import REPO, leaderboard_rows
 
 SLURM_TOOLS = ("slurmctld", "slurmd", "sbatch", "scontrol", "scancel", "munged")
@@ -175,7 +174,7 @@ def test_budget_gate_refuses_before_any_extraction(cluster, tmp_path):
     summary = _summary(tmp_path, job)
     assert summary.startswith("summary: REFUSED task=demo model=efficientnet_lite0_imagenet plan=refuse mem=1024M"), \
         summary
-    assert rc == 3, _tail(tmp_path, job)  # evalsuite.features.budget.EXIT_REFUSE, also the job's exit code
+    assert rc == 3, _tail(tmp_path, job)  # evalsuite.errors.EXIT_REFUSE, also the job's exit code
     assert re.search(r"^decision: refuse ", log, re.M)
     # the planned and the available bytes, as evalsuite states them
     reason = re.search(r"evalsuite: error: RAM budget: .*working set needs ([\d.]+) GiB but usable ([\d.]+) MiB "

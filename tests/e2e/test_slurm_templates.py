@@ -7,7 +7,6 @@ import re
 import subprocess
 
 import pytest
-
 from conftest import REPO
 
 TEMPLATES = {path.name: path.read_text() for path in sorted((REPO / "sbatch").glob("*.sbatch"))}

@@ -3,8 +3,8 @@
 import json
 
 import pytest
-
 from conftest import assert_one_line_error, run_cli
+
 from evalsuite.features.budget import EXIT_REFUSE, SplitPlan, make_plan
 from evalsuite.features.memory_limits import memory_sources, parse_size_bytes
 

@@ -9,7 +9,6 @@ import time
 from pathlib import Path
 
 import pytest
-
 from conftest import assert_one_line_error, leaderboard_rows, run_cli
 
 pytestmark = pytest.mark.slow

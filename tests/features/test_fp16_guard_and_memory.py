@@ -8,7 +8,6 @@ import textwrap
 import numpy as np
 import pytest
 import torch
-
 from conftest import assert_one_line_error, leaderboard_rows, run_cli
 
 

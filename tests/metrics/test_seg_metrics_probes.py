@@ -5,14 +5,19 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 import torch
-
 from conftest import RecordingFeatures
-from evalsuite.tasks.cards import load_card
+
 from evalsuite.errors import EvalsuiteError
+from evalsuite.metrics.segmentation import (
+    IGNORE_INDEX,
+    SEGMENTATION_METRICS,
+    metrics_from_confusion,
+    segmentation_split_metrics,
+    update_confusion,
+)
 from evalsuite.probes import PROBES
 from evalsuite.probes._seg_train import soft_dice_loss
-from evalsuite.metrics.segmentation import (IGNORE_INDEX, SEGMENTATION_METRICS, metrics_from_confusion,
-                                            segmentation_split_metrics, update_confusion)
+from evalsuite.tasks.cards import load_card
 
 
 def test_iou_and_dice_per_class_and_means_by_hand():

@@ -7,11 +7,11 @@ import json
 import pytest
 import timm
 import torch
+from conftest import leaderboard_rows, run_cli
 from safetensors.torch import save_file
 
-from conftest import leaderboard_rows, run_cli
-from evalsuite.models.backbones import build_backbone, load_weights
 from evalsuite.errors import EvalsuiteError
+from evalsuite.models.backbones import build_backbone, load_weights
 from evalsuite.models.registry import MODELS
 
 KAIKO_S16 = "kaiko-vits16"  # the smallest registry ViT: ViT-S/16, 384 wide, 14x14 patches at 224 px

@@ -13,9 +13,7 @@ import torch
 from timm.layers import SwiGLUPacked
 from timm.models.vision_transformer import VisionTransformer
 
-from evalsuite.models import adapters
-
-from evalsuite.models import checkpoints
+from evalsuite.models import adapters, checkpoints
 from evalsuite.models.backbones import create_architecture
 from evalsuite.models.registry import MODELS
 

@@ -6,8 +6,16 @@ import pytest
 import torch
 
 from evalsuite.errors import EvalsuiteError
-from evalsuite.models.pooling import (CLS, CLS_MEAN_PATCH, MEAN_PATCH, TIMM_HEAD, patch_grid, pool_tokens, pooled_dim,
-                               token_grid)
+from evalsuite.models.pooling import (
+    CLS,
+    CLS_MEAN_PATCH,
+    MEAN_PATCH,
+    TIMM_HEAD,
+    patch_grid,
+    pool_tokens,
+    pooled_dim,
+    token_grid,
+)
 
 WIDTH = 3
 
@@ -144,11 +152,11 @@ def test_pooling_choice_on_a_timm_vit_pools_its_tokens():
 
 
 def test_pooling_is_part_of_the_cache_key_and_sizes_the_cached_row(tmp_path):
-    from evalsuite.models.backbones import build_backbone
-    from evalsuite.tasks.cards import load_card
     from evalsuite.features.prepare import plan_splits
+    from evalsuite.models.backbones import build_backbone
     from evalsuite.readers import build_reader
     from evalsuite.runner import RunConfig
+    from evalsuite.tasks.cards import load_card
 
     card = load_card("demo")
     reader = build_reader(card, None, True)

@@ -5,11 +5,11 @@ import time
 
 import pytest
 import torch
-
 from conftest import assert_one_line_error, run_cli
+
 from evalsuite.models.backbones import create_architecture, spec_backbone
-from evalsuite.models.registry import MODELS
 from evalsuite.models.pooling import DENSE_RULES, FEATURE_MAP, POOLING_RULES, TIMM_HEAD, pooled_dim
+from evalsuite.models.registry import MODELS
 
 ISSUE_NAMES = ["uni", "uni2-h", "virchow", "virchow2", "h-optimus-0", "h-optimus-1", "h0-mini", "prov-gigapath",
                "phikon", "phikon-v2", "hibou-b", "hibou-l", "midnight-12k", "lunit-vits8", "kaiko-vits16",

@@ -67,8 +67,8 @@ def test_the_largest_weight_decay_shrinks_the_weights_measurably():
     """Overlapping classes, so wd 0 keeps growing the weights; the largest L2 weight decay of the recipe must hold
     them back (AdamW's decoupled decay at this lr did not: lr * wd * steps = 0.06, a few % at most)."""
     import yaml
-
     from conftest import REPO
+
     from evalsuite.probes.linear import LinearProbe
 
     largest = max(yaml.safe_load((REPO / "probes" / "linear.yaml").read_text())["params"]["weight_decay"])

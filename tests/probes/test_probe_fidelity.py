@@ -4,11 +4,11 @@ import warnings
 
 import numpy as np
 import pytest
+from conftest import noisy_class_split
 from sklearn.metrics import f1_score
 
 from evalsuite.metrics.bootstrap import _ClassRanks, weighted_metrics
 from evalsuite.metrics.classification import compute_metrics
-from conftest import noisy_class_split
 
 
 def _proba_predicting(predicted: np.ndarray, classes: int) -> np.ndarray:
@@ -85,8 +85,8 @@ def _class_sorted_split(per_class: int, seed: int, dim: int = 48, classes: int =
 
 
 def test_linear_probe_selects_the_same_head_and_scores_the_same_from_ram_and_from_a_memory_map(tmp_path):
-    from evalsuite.storage.npy_rows import NpyRows
     from evalsuite.probes import LinearProbe
+    from evalsuite.storage.npy_rows import NpyRows
 
     (train, train_y), (val, val_y) = _class_sorted_split(400, seed=1), _class_sorted_split(100, seed=2)
     np.save(tmp_path / "train.npy", train)
@@ -152,8 +152,9 @@ def test_demo_class_counts_in_the_card_and_the_readme_are_the_readers():
     import re
 
     from conftest import REPO
-    from evalsuite.tasks.cards import load_card
+
     from evalsuite.readers import build_reader
+    from evalsuite.tasks.cards import load_card
 
     card = load_card("demo")
     reader = build_reader(card)

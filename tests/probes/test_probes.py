@@ -3,11 +3,11 @@
 import numpy as np
 import pytest
 import torch
-
 from conftest import RecordingFeatures
-from evalsuite.probes.batches import iter_float32_batches
+
 from evalsuite.errors import EvalsuiteError
 from evalsuite.probes import KNNProbe, LinearProbe
+from evalsuite.probes.batches import iter_float32_batches
 
 
 def _blobs(n_per_class: int, dim: int = 32, classes: int = 3, seed: int = 0):

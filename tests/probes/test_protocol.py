@@ -6,8 +6,8 @@ import warnings
 import numpy as np
 import pandas as pd
 import pytest
-
 from conftest import assert_one_line_error, library_warnings, noisy_class_split, run_cli
+
 from evalsuite.metrics.bootstrap import _ClassRanks, bootstrap_intervals, weighted_metrics
 from evalsuite.metrics.classification import compute_metrics
 
@@ -93,10 +93,11 @@ def test_one_cluster_has_no_interval_and_misaligned_ids_are_refused():
 
 def test_readers_name_their_resampling_unit(tmp_path):
     from fixtures_tiles import make_bach, make_bracs, make_breakhis, make_crc
-    from evalsuite.metrics.bootstrap import interval_clusters
-    from evalsuite.tasks.cards import load_card
+
     from evalsuite.errors import EvalsuiteError
+    from evalsuite.metrics.bootstrap import interval_clusters
     from evalsuite.readers import build_reader
+    from evalsuite.tasks.cards import load_card
 
     def clusters(task, root):
         reader = build_reader(load_card(task), str(root), check_counts=False)
@@ -116,9 +117,10 @@ def test_readers_name_their_resampling_unit(tmp_path):
 
 def test_bracs_file_without_a_slide_id_is_named(tmp_path):
     from fixtures_tiles import make_bracs, write_image
-    from evalsuite.tasks.cards import load_card
+
     from evalsuite.errors import EvalsuiteError
     from evalsuite.readers import build_reader
+    from evalsuite.tasks.cards import load_card
 
     root = make_bracs(tmp_path)
     stray = write_image(root / "BRACS_RoI" / "latest_version" / "test" / "0_N" / "roi_7.png", (8, 8))

@@ -2,12 +2,12 @@
 
 import numpy as np
 import pytest
-
 from conftest import assert_one_line_error, run_cli
-from evalsuite.tasks.cards import load_card
+from fixtures_tiles import make_bach, run_card, write_image
+
 from evalsuite.errors import EvalsuiteError
 from evalsuite.readers.bach import BachReader
-from fixtures_tiles import make_bach, run_card, write_image
+from evalsuite.tasks.cards import load_card
 
 CLASSES = ["Benign", "InSitu", "Invasive", "Normal"]
 # kaiko-ai/eva Bach: index ranges (end exclusive) over the 400 files sorted by class folder and name.

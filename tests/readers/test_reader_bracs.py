@@ -1,12 +1,12 @@
 """BRACS: BRACS_RoI/latest_version/{train,val,test}/<k_CLASS>/*.png, official splits."""
 
 import pytest
+from fixtures_tiles import BRACS_CLASSES, make_bracs, run_card
 from PIL import Image
 
-from evalsuite.tasks.cards import load_card
 from evalsuite.errors import EvalsuiteError
 from evalsuite.readers.bracs import BracsReader
-from fixtures_tiles import BRACS_CLASSES, make_bracs, run_card
+from evalsuite.tasks.cards import load_card
 
 
 def test_official_splits_and_class_folders(tmp_path):

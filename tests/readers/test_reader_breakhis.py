@@ -5,12 +5,12 @@ import shutil
 
 import pytest
 import yaml
+from fixtures_tiles import BREAKHIS_PATIENTS, breakhis_file, make_breakhis, run_card, write_image
 
-from evalsuite.tasks.cards import load_card
 from evalsuite.errors import EvalsuiteError
 from evalsuite.readers.breakhis import TEST_PATIENTS, VAL_PATIENTS, BreakhisReader
+from evalsuite.tasks.cards import load_card
 from evalsuite.tasks.resources import cards_dir
-from fixtures_tiles import BREAKHIS_PATIENTS, breakhis_file, make_breakhis, run_card, write_image
 
 OTHER_SUBTYPES = [("B", "PT", "14", "1000"), ("M", "LC", "14", "2000"), ("M", "PC", "15", "3000")]
 

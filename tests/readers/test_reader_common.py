@@ -2,11 +2,11 @@
 
 import numpy as np
 import pytest
+from fixtures_tiles import write_image
 from PIL import Image
 
 from evalsuite.errors import EvalsuiteError
 from evalsuite.readers._common import CenterCrop, carve_val, open_rgb
-from fixtures_tiles import write_image
 
 
 def test_carve_val_is_seeded_stratified_and_keeps_classes_in_train():

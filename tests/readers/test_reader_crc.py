@@ -2,12 +2,12 @@
 
 import numpy as np
 import pytest
-
 from conftest import assert_one_line_error, run_cli
-from evalsuite.tasks.cards import load_card
+from fixtures_tiles import make_crc, run_card
+
 from evalsuite.errors import EvalsuiteError
 from evalsuite.readers.crc import CrcReader
-from fixtures_tiles import make_crc, run_card
+from evalsuite.tasks.cards import load_card
 
 
 def test_val_is_a_seeded_stratified_share_of_the_train_folder(tmp_path):

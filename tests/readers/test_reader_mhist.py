@@ -2,12 +2,12 @@
 
 import numpy as np
 import pytest
-
 from conftest import assert_one_line_error, run_cli
-from evalsuite.tasks.cards import load_card
+from fixtures_tiles import MHIST_COLUMNS, make_mhist, run_card
+
 from evalsuite.errors import EvalsuiteError
 from evalsuite.readers.mhist import MhistReader
-from fixtures_tiles import MHIST_COLUMNS, make_mhist, run_card
+from evalsuite.tasks.cards import load_card
 
 
 def test_partitions_and_seeded_val(tmp_path):

@@ -9,14 +9,14 @@ import h5py
 import numpy as np
 import pytest
 import torch
+from conftest import assert_one_line_error, run_cli
+from fixtures_tiles import make_pcam, pcam_name, run_card
 from torchvision import transforms as T
 
-from conftest import assert_one_line_error, run_cli
-from evalsuite.tasks.cards import load_card
 from evalsuite.errors import EvalsuiteError
 from evalsuite.readers import pcam
 from evalsuite.readers.pcam import PcamReader
-from fixtures_tiles import make_pcam, pcam_name, run_card
+from evalsuite.tasks.cards import load_card
 
 
 def _reader(root):

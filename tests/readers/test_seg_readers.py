@@ -7,17 +7,24 @@ import numpy as np
 import pytest
 import scipy.io
 import torch
-
 from conftest import assert_one_line_error, leaderboard_rows, run_cli
+from fixtures_seg import (
+    MONUSAC_TEST,
+    MONUSAC_TRAIN,
+    make_consep,
+    make_monusac,
+    make_pannuke,
+    pannuke_paths,
+    write_consep_mat,
+)
+
+from evalsuite.errors import EvalsuiteError
 from evalsuite.features import prepare as features
 from evalsuite.models.backbones import build_backbone
-from evalsuite.tasks.cards import load_card
-from evalsuite.errors import EvalsuiteError
 from evalsuite.readers import build_reader
 from evalsuite.readers.hgsc_tiles import split_of
 from evalsuite.runner import RunConfig
-from fixtures_seg import (MONUSAC_TEST, MONUSAC_TRAIN, make_consep, make_monusac, make_pannuke, pannuke_paths,
-                          write_consep_mat)
+from evalsuite.tasks.cards import load_card
 
 FAST = ["--model", "test_vit", "--random-init", "--num-workers", "0", "--no-count-check", "--batch-size", "16"]
 

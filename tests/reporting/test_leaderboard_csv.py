@@ -8,8 +8,8 @@ import time
 
 import pandas as pd
 import pytest
-
 from conftest import assert_one_line_error, leaderboard_rows, run_cli
+
 from evalsuite.errors import EvalsuiteError
 from evalsuite.reporting.leaderboard import COLUMNS, SCHEMA_VERSION, append_rows, read_rows
 

@@ -5,8 +5,8 @@ import math
 
 import pandas as pd
 import pytest
-
 from conftest import assert_one_line_error, run_cli
+
 from evalsuite.reporting.leaderboard import append_rows, read_rows
 from evalsuite.reporting.wide import Filters, build_wide_table
 

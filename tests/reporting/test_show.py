@@ -4,8 +4,8 @@ import hashlib
 import json
 
 import pytest
-
 from conftest import assert_one_line_error, leaderboard_rows, run_cli
+
 from evalsuite.reporting.leaderboard import SCHEMA_VERSION
 from evalsuite.reporting.results import RESULTS_SCHEMA_VERSION, write_run_json
 

@@ -3,8 +3,8 @@
 import pytest
 import torch
 
-from evalsuite.runtime.devices import loader_kwargs, resolve_device
 from evalsuite.errors import EvalsuiteError
+from evalsuite.runtime.devices import loader_kwargs, resolve_device
 
 
 @pytest.mark.parametrize("device, pinned", [(torch.device("cpu"), False), (torch.device("cuda", 0), True)])

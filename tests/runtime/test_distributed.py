@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 import torch
-
 from conftest import leaderboard_rows, run_cli
+
 from evalsuite.runtime.distributed import Dist, backend_for, dist_from_env, rank_device, shard_bounds
 
 

@@ -6,8 +6,8 @@ import warnings
 
 import pytest
 import torch
-
 from conftest import leaderboard_rows, run_cli
+
 from evalsuite.errors import EvalsuiteError
 from evalsuite.runtime.precision import Capabilities, autocast_context, cpu_has_native_bf16, resolve_precision
 

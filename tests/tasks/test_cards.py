@@ -5,11 +5,11 @@ import sys
 import zipfile
 
 import pytest
+from conftest import REPO
 
-from evalsuite.tasks.cards import load_card
 from evalsuite.errors import EvalsuiteError
 from evalsuite.probes.recipes import load_recipe
-from conftest import REPO
+from evalsuite.tasks.cards import load_card
 
 
 def test_demo_card_by_name_and_by_path_are_the_same():
