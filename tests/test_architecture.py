@@ -104,3 +104,13 @@ def test_a_new_task_kind_is_one_entry_in_the_kinds_table():
             if "kind ==" in line or "kind !=" in line or '"classification":' in line or '"segmentation":' in line:
                 offenders.append(f"{rel}:{number}: {line.strip()}")
     assert not offenders, "task-kind branches outside tasks/kinds.py:\n" + "\n".join(offenders)
+
+
+def test_every_package_ships_in_the_wheel():
+    """pyproject.toml lists packages explicitly (the cards and recipes are mapped in): a new stage folder must be
+    listed too, or an installed wheel lacks it."""
+    tomllib = pytest.importorskip("tomllib")  # Python 3.11+
+
+    listed = set(tomllib.loads((PACKAGE.parent / "pyproject.toml").read_text())["tool"]["setuptools"]["packages"])
+    on_disk = {".".join(p.parent.relative_to(PACKAGE.parent).parts) for p in PACKAGE.rglob("__init__.py")}
+    assert on_disk <= listed, f"add to [tool.setuptools] packages: {sorted(on_disk - listed)}"

@@ -18,7 +18,8 @@ from pathlib import Path
 
 import numpy as np
 
-from evalsuite.readers._common import FileListReader, check_classes, check_count, class_folder_samples, layout_error
+from evalsuite.readers.files import check_classes, check_count, class_folder_samples, layout_error
+from evalsuite.readers.tiles import FileListReader
 
 TASK = "bach"
 PHOTOS = Path("ICIAR2018_BACH_Challenge") / "Photos"

@@ -13,7 +13,8 @@ slides is several units.
 import re
 from pathlib import Path
 
-from evalsuite.readers._common import FileListReader, check_classes, check_count, class_folder_samples, layout_error
+from evalsuite.readers.files import check_classes, check_count, class_folder_samples, layout_error
+from evalsuite.readers.tiles import FileListReader
 
 TASK = "bracs"
 ROOT = Path("BRACS_RoI") / "latest_version"

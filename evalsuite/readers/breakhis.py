@@ -28,7 +28,8 @@ from pathlib import Path
 import numpy as np
 
 from evalsuite.errors import EvalsuiteError
-from evalsuite.readers._common import FileListReader, check_classes, check_count, layout_error, list_files, require_dir
+from evalsuite.readers.files import check_classes, check_count, layout_error, list_files, require_dir
+from evalsuite.readers.tiles import FileListReader
 
 TASK = "breakhis"
 ROOT = Path("BreaKHis_v1") / "histology_slides" / "breast"

@@ -21,16 +21,16 @@ import numpy as np
 import scipy.io
 
 from evalsuite.errors import EvalsuiteError
-from evalsuite.readers._common import check_count, layout_error, list_files, open_rgb, require_dir
+from evalsuite.readers.files import check_count, layout_error, list_files, open_rgb, require_dir
 from evalsuite.readers.segmentation import (
     CachedSource,
     SegmentationReader,
-    carve_val_units,
     check_grid_card,
     check_mask_values,
-    grid_origins,
+    grid_tiles,
     image_size,
 )
+from evalsuite.readers.splits import carve_val_units
 
 TASK = "consep"
 LAYOUT = "{Train,Test}/Images/*.png with {Train,Test}/Labels/*.mat (key type_map)"
@@ -112,6 +112,5 @@ class ConsepReader(SegmentationReader):
         tiles = {"train": [], "val": [], "test": []}
         for index, (folder, stem, height, width) in enumerate(folder_of):
             split = "test" if folder == "Test" else "val" if stem in val_images else "train"
-            tiles[split] += [(index, top, left) for top in grid_origins(height, tile_size_px, stride_px, False)
-                             for left in grid_origins(width, tile_size_px, stride_px, False)]
+            tiles[split] += grid_tiles(index, height, width, tile_size_px, stride_px, cover=False)
         self.tiles = {split: np.array(rows, dtype=np.int64).reshape(-1, 3) for split, rows in tiles.items()}

@@ -10,7 +10,9 @@ hyper-parameters.
 
 from pathlib import Path
 
-from evalsuite.readers._common import FileListReader, carve_val, check_classes, check_count, class_folder_samples
+from evalsuite.readers.files import check_classes, check_count, class_folder_samples
+from evalsuite.readers.splits import carve_val
+from evalsuite.readers.tiles import FileListReader
 
 TASK = "crc"
 TRAIN_DIR, TEST_DIR = "NCT-CRC-HE-100K", "CRC-VAL-HE-7K"

@@ -18,7 +18,7 @@ import numpy as np
 
 from evalsuite.errors import EvalsuiteError
 from evalsuite.readers.hgsc_tiles import IMAGE_FILE, TYPE_MASK_FILE, read_image, read_type_mask, split_of
-from evalsuite.readers.segmentation import CachedSource, SegmentationReader, check_tiling
+from evalsuite.readers.segmentation import CachedSource, SegmentationReader, check_tiling, grid_tiles
 
 CLASSES = ["background", "connective", "inflammatory", "neoplastic"]
 
@@ -51,11 +51,10 @@ class HgscSegReader(SegmentationReader):
         image = read_image(Path(data_root) / IMAGE_FILE)
         mask = read_type_mask(Path(data_root) / TYPE_MASK_FILE, image.shape[:2], len(CLASSES) - 1)
         self.source = CropSource(image, mask.astype(np.uint8))
-        offsets = range(0, block_size_px - tile_size_px + 1, stride_px)
         tiles = {"train": [], "val": [], "test": []}
         height, width = mask.shape
-        for block_top in range(0, height - block_size_px + 1, block_size_px):
-            for block_left in range(0, width - block_size_px + 1, block_size_px):
-                split = split_of(block_top, block_left, block_size_px)
-                tiles[split] += [(0, block_top + dy, block_left + dx) for dy in offsets for dx in offsets]
+        for _, block_top, block_left in grid_tiles(0, height, width, block_size_px, block_size_px, cover=False):
+            split = split_of(block_top, block_left, block_size_px)
+            tiles[split] += grid_tiles(0, block_size_px, block_size_px, tile_size_px, stride_px, cover=False,
+                                       top_px=block_top, left_px=block_left)
         self.tiles = {split: np.array(rows, dtype=np.int64).reshape(-1, 3) for split, rows in tiles.items()}

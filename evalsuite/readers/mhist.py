@@ -13,7 +13,9 @@ from pathlib import Path
 import numpy as np
 
 from evalsuite.errors import EvalsuiteError
-from evalsuite.readers._common import FileListReader, carve_val, check_classes, check_count, require_file
+from evalsuite.readers.files import check_classes, check_count, require_file
+from evalsuite.readers.splits import carve_val
+from evalsuite.readers.tiles import FileListReader
 
 TASK = "mhist"
 LAYOUT = "images/*.png and annotations.csv"

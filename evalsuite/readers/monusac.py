@@ -30,15 +30,15 @@ import numpy as np
 
 from evalsuite.errors import EvalsuiteError
 from evalsuite.metrics.segmentation import IGNORE_INDEX
-from evalsuite.readers._common import check_count, layout_error, list_files, open_rgb, require_dir
+from evalsuite.readers.files import check_count, layout_error, list_files, open_rgb, require_dir
 from evalsuite.readers.segmentation import (
     CachedSource,
     SegmentationReader,
-    carve_val_units,
     check_grid_card,
-    grid_origins,
+    grid_tiles,
     image_size,
 )
+from evalsuite.readers.splits import carve_val_units
 
 TASK = "monusac"
 TRAIN_FOLDER = "MoNuSAC_images_and_annotations"
@@ -155,6 +155,5 @@ class MonusacReader(SegmentationReader):
         tiles = {"train": [], "val": [], "test": []}
         for index, ((folder, patient), (height, width)) in enumerate(zip(owners, sizes)):
             split = "test" if folder == TEST_FOLDER else "val" if patient in val_patients else "train"
-            tiles[split] += [(index, top, left) for top in grid_origins(height, tile_size_px, stride_px, True)
-                             for left in grid_origins(width, tile_size_px, stride_px, True)]
+            tiles[split] += grid_tiles(index, height, width, tile_size_px, stride_px, cover=True)
         self.tiles = {split: np.array(rows, dtype=np.int64).reshape(-1, 3) for split, rows in tiles.items()}

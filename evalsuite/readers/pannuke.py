@@ -23,7 +23,7 @@ from pathlib import Path
 import numpy as np
 
 from evalsuite.errors import EvalsuiteError
-from evalsuite.readers._common import check_classes, check_count, layout_error
+from evalsuite.readers.files import check_classes, check_count, layout_error
 from evalsuite.readers.segmentation import CachedSource, SegmentationReader
 from evalsuite.storage.npy_rows import NpyRows
 

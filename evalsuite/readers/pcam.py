@@ -21,8 +21,8 @@ import torch
 from PIL import Image
 
 from evalsuite.errors import EvalsuiteError
-from evalsuite.readers._common import check_classes, check_count, layout_error
 from evalsuite.readers.base import Reader
+from evalsuite.readers.files import check_classes, check_count, layout_error
 
 TASK = "pcam"
 LAYOUT = "camelyonpatch_level_2_split_{train,valid,test}_{x,y}.h5"

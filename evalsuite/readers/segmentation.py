@@ -22,8 +22,8 @@ from PIL import Image
 
 from evalsuite.errors import EvalsuiteError
 from evalsuite.metrics.segmentation import IGNORE_INDEX
-from evalsuite.readers._common import check_classes
 from evalsuite.readers.base import Reader
+from evalsuite.readers.files import check_classes
 
 PAD_PIXEL = 255
 
@@ -34,6 +34,14 @@ def grid_origins(size_px: int, tile_px: int, stride_px: int, cover: bool) -> lis
     if cover:
         return list(range(0, max(size_px, 1), stride_px))
     return list(range(0, size_px - tile_px + 1, stride_px))
+
+
+def grid_tiles(source_index: int, height_px: int, width_px: int, tile_px: int, stride_px: int, cover: bool,
+               top_px: int = 0, left_px: int = 0) -> list[tuple[int, int, int]]:
+    """(source index, top, left) of every tile of a height x width region at (top_px, left_px), row by row: the
+    one grid tiling of the segmentation readers (CoNSeP, MoNuSAC, the demo's blocks)."""
+    return [(source_index, top_px + top, left_px + left) for top in grid_origins(height_px, tile_px, stride_px, cover)
+            for left in grid_origins(width_px, tile_px, stride_px, cover)]
 
 
 def check_tiling(card, tile_px, stride_px, val_fraction: float | None = None) -> None:
@@ -154,14 +162,3 @@ def image_size(path, task: str) -> tuple[int, int]:
         reason = " ".join(str(exc).split())
         raise EvalsuiteError(f"{task}: cannot read image {path} ({reason}); re-download it") from None
     return height, width
-
-
-def carve_val_units(units: list, fraction: float, seed: int) -> set:
-    """A seeded share of `units` (image or patient names) for val: round(fraction x count), at least
-    one and never all; depends only on the sorted unit names and the seed."""
-    ordered = sorted(set(units))
-    if len(ordered) < 2:
-        return set()
-    n_val = min(max(int(round(fraction * len(ordered))), 1), len(ordered) - 1)
-    chosen = np.random.default_rng(seed).permutation(len(ordered))[:n_val]
-    return {ordered[i] for i in chosen}

@@ -6,7 +6,9 @@ from fixtures_tiles import write_image
 from PIL import Image
 
 from evalsuite.errors import EvalsuiteError
-from evalsuite.readers._common import CenterCrop, carve_val, open_rgb
+from evalsuite.readers.files import open_rgb
+from evalsuite.readers.splits import carve_val
+from evalsuite.readers.tiles import CenterCrop
 
 
 def test_carve_val_is_seeded_stratified_and_keeps_classes_in_train():
