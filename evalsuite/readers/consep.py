@@ -24,8 +24,7 @@ from evalsuite.errors import EvalsuiteError
 from evalsuite.readers.files import check_count, layout_error, list_files, open_rgb, require_dir
 from evalsuite.readers.segmentation import (
     CachedSource,
-    SegmentationReader,
-    check_grid_card,
+    GridTilingReader,
     check_mask_values,
     grid_tiles,
     image_size,
@@ -82,11 +81,12 @@ def _type_map_shape(path: Path) -> tuple:
     return shapes[TYPE_KEY]
 
 
-class ConsepReader(SegmentationReader):
+class ConsepReader(GridTilingReader):
+    CLASSES, TASK, CLASS_MAP = CLASSES, TASK, "class map (type_map 7 types merged to 4)"
+
     def __init__(self, card, data_root: Path, tile_size_px: int = 250, stride_px: int = 250,
                  val_fraction: float = 0.2, val_seed: int = 0, check_counts: bool = True):
-        check_grid_card(card, CLASSES, TASK, "class map (type_map 7 types merged to 4)", tile_size_px, stride_px, val_fraction)
-        super().__init__(card, tile_size_px)
+        super().__init__(card, tile_size_px, stride_px, val_fraction)
         root = Path(data_root)
         images, labels, folder_of = [], [], []
         for folder in ("Train", "Test"):

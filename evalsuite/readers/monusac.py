@@ -33,8 +33,7 @@ from evalsuite.metrics.segmentation import IGNORE_INDEX
 from evalsuite.readers.files import check_count, layout_error, list_files, open_rgb, require_dir
 from evalsuite.readers.segmentation import (
     CachedSource,
-    SegmentationReader,
-    check_grid_card,
+    GridTilingReader,
     grid_tiles,
     image_size,
 )
@@ -127,11 +126,12 @@ class MonusacImages(CachedSource):
         return canvas
 
 
-class MonusacReader(SegmentationReader):
+class MonusacReader(GridTilingReader):
+    CLASSES, TASK, CLASS_MAP = CLASSES, TASK, "class map (background + the 4 annotated nucleus classes)"
+
     def __init__(self, card, data_root: Path, tile_size_px: int = 256, stride_px: int = 256,
                  val_fraction: float = 0.2, val_seed: int = 0, check_counts: bool = True):
-        check_grid_card(card, CLASSES, TASK, "class map (background + the 4 annotated nucleus classes)", tile_size_px, stride_px, val_fraction)
-        super().__init__(card, tile_size_px)
+        super().__init__(card, tile_size_px, stride_px, val_fraction)
         root = Path(data_root)
         images, annotations, sizes, owners = [], [], [], []
         for folder in (TRAIN_FOLDER, TEST_FOLDER):

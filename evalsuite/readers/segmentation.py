@@ -83,6 +83,19 @@ class SegmentationReader(Reader):
         return SegTileDataset(self.source, self.tiles[split], self.tile_px, transform)
 
 
+class GridTilingReader(SegmentationReader):
+    """Base of the readers that tile whole images on a grid and carve val from train (CoNSeP, MoNuSAC): a subclass
+    names its CLASSES, TASK and CLASS_MAP (how its label files map to the card's classes)."""
+
+    CLASSES: list = []
+    TASK = ""
+    CLASS_MAP = ""
+
+    def __init__(self, card, tile_size_px: int, stride_px: int, val_fraction: float):
+        check_grid_card(card, self.CLASSES, self.TASK, self.CLASS_MAP, tile_size_px, stride_px, val_fraction)
+        super().__init__(card, tile_size_px)
+
+
 class SegTileDataset(torch.utils.data.Dataset):
     def __init__(self, source, tiles: np.ndarray, tile_px: int, transform):
         self.source = source

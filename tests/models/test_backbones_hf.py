@@ -62,15 +62,20 @@ def _images(side_px: int) -> torch.Tensor:
     return torch.randn(2, 3, side_px, side_px, generator=torch.Generator().manual_seed(1))
 
 
+def _reference_tokens(hf, layout: str, image_px: int):
+    """(state dict in `layout`, images, transformers' last hidden state) of a randomised transformers model."""
+    hf = _randomised(hf)
+    state = hf.state_dict() if layout == "installed" else _hub_layout(hf.state_dict())
+    images = _images(image_px)
+    with torch.inference_mode():
+        return state, images, hf(pixel_values=images).last_hidden_state
+
+
 @pytest.mark.parametrize("layout", ["installed", "hub"])
 def test_transformers_vit_equals_timm_vit(layout):  # Phikon
     config = transformers.ViTConfig(hidden_size=64, num_hidden_layers=2, num_attention_heads=4,
                                     intermediate_size=128, image_size=32, patch_size=8, layer_norm_eps=1e-6)
-    hf = _randomised(transformers.ViTModel(config, add_pooling_layer=False))
-    state = hf.state_dict() if layout == "installed" else _hub_layout(hf.state_dict())
-    images = _images(32)
-    with torch.inference_mode():
-        expected = hf(pixel_values=images).last_hidden_state
+    state, images, expected = _reference_tokens(transformers.ViTModel(config, add_pooling_layer=False), layout, 32)
     tokens = _timm_tokens(state, images, img_size=32, patch_size=8, embed_dim=64, depth=2, num_heads=4, mlp_ratio=2)
     assert torch.allclose(tokens, expected, atol=1e-4)
 
@@ -81,11 +86,7 @@ def test_transformers_dinov2_swiglu_equals_timm_vit_with_resampled_positions(lay
     # the timm model gets positions resampled once on load; both must agree.
     config = transformers.Dinov2Config(hidden_size=64, num_hidden_layers=2, num_attention_heads=4, image_size=56,
                                        patch_size=14, use_swiglu_ffn=True)
-    hf = _randomised(transformers.Dinov2Model(config))
-    state = hf.state_dict() if layout == "installed" else _hub_layout(hf.state_dict())
-    images = _images(28)
-    with torch.inference_mode():
-        expected = hf(pixel_values=images).last_hidden_state
+    state, images, expected = _reference_tokens(transformers.Dinov2Model(config), layout, 28)
     # transformers' SwiGLU width for 64: (int(256 * 2 / 3) + 7) // 8 * 8 = 176, packed 352 = 64 x 5.5.
     tokens = _timm_tokens(state, images, img_size=28, patch_size=14, embed_dim=64, depth=2, num_heads=4,
                           mlp_ratio=5.5, init_values=1.0, mlp_layer=SwiGLUPacked, act_layer=torch.nn.SiLU)
@@ -97,11 +98,7 @@ def test_transformers_dinov2_with_registers_equals_timm_reg_vit(layout):  # Hibo
     config = transformers.Dinov2WithRegistersConfig(hidden_size=64, num_hidden_layers=2, num_attention_heads=4,
                                                     image_size=28, patch_size=14, num_register_tokens=4,
                                                     use_swiglu_ffn=True)
-    hf = _randomised(transformers.Dinov2WithRegistersModel(config))
-    state = hf.state_dict() if layout == "installed" else _hub_layout(hf.state_dict())
-    images = _images(28)
-    with torch.inference_mode():
-        expected = hf(pixel_values=images).last_hidden_state
+    state, images, expected = _reference_tokens(transformers.Dinov2WithRegistersModel(config), layout, 28)
     tokens = _timm_tokens(state, images, img_size=28, patch_size=14, embed_dim=64, depth=2, num_heads=4,
                           mlp_ratio=5.5, init_values=1.0, mlp_layer=SwiGLUPacked, act_layer=torch.nn.SiLU,
                           reg_tokens=4, no_embed_class=True)
