@@ -312,9 +312,5 @@ def parse_args(argv=None):
     return args
 
 
-def main(argv=None) -> None:
-    run(parse_args(argv))
-
-
 if __name__ == "__main__":
-    main()
+    run(parse_args())

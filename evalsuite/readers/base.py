@@ -7,6 +7,9 @@ know which samples share a patient or slide give `groups(split)` and an `interva
 bootstrap.
 """
 
+import numpy as np
+import torch
+
 from evalsuite.errors import EvalsuiteError
 
 
@@ -27,3 +30,21 @@ class Reader:
         known = list(known)
         if split not in known:
             raise EvalsuiteError(f"task '{self.card.name}' has no split '{split}'; it has {', '.join(map(str, known))}")
+
+
+class LabelledImages(torch.utils.data.Dataset):
+    """A classification dataset: items `(transform(PIL image), class id)`; `labels` (int64) is known without
+    decoding any image. A subclass gives `image(index)`."""
+
+    def __init__(self, labels, transform):
+        self.labels = np.asarray(labels, dtype=np.int64)
+        self.transform = transform
+
+    def __len__(self) -> int:
+        return len(self.labels)
+
+    def __getitem__(self, index: int):
+        return self.transform(self.image(index)), int(self.labels[index])
+
+    def image(self, index: int):
+        raise NotImplementedError

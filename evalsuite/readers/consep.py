@@ -24,12 +24,11 @@ from evalsuite.errors import EvalsuiteError
 from evalsuite.readers.files import check_count, layout_error, list_files, open_rgb, require_dir
 from evalsuite.readers.segmentation import (
     CachedSource,
+    GridImage,
     GridTilingReader,
     check_mask_values,
-    grid_tiles,
     image_size,
 )
-from evalsuite.readers.splits import carve_val_units
 
 TASK = "consep"
 LAYOUT = "{Train,Test}/Images/*.png with {Train,Test}/Labels/*.mat (key type_map)"
@@ -83,12 +82,11 @@ def _type_map_shape(path: Path) -> tuple:
 
 class ConsepReader(GridTilingReader):
     CLASSES, TASK, CLASS_MAP = CLASSES, TASK, "class map (type_map 7 types merged to 4)"
+    TILE_PX = STRIDE_PX = 250  # 1000 px images: four tiles a side
+    COVER = False
 
-    def __init__(self, card, data_root: Path, tile_size_px: int = 250, stride_px: int = 250,
-                 val_fraction: float = 0.2, val_seed: int = 0, check_counts: bool = True):
-        super().__init__(card, tile_size_px, stride_px, val_fraction)
-        root = Path(data_root)
-        images, labels, folder_of = [], [], []
+    def scan(self, root: Path, check_counts: bool) -> list[GridImage]:
+        images, labels, found_images = [], [], []
         for folder in ("Train", "Test"):
             found = list_files(require_dir(root / folder / "Images", TASK, LAYOUT), ".png")
             require_dir(root / folder / "Labels", TASK, LAYOUT)
@@ -105,12 +103,6 @@ class ConsepReader(GridTilingReader):
                                          f"{image} is {height}x{width} (height x width)")
                 images.append(image)
                 labels.append(label)
-                folder_of.append((folder, image.stem, height, width))
+                found_images.append(GridImage(folder == "Test", image.stem, height, width))  # val by image
         self.source = ConsepImages(images, labels)
-        val_images = carve_val_units([stem for folder, stem, _, _ in folder_of if folder == "Train"], val_fraction,
-                                     val_seed)
-        tiles = {"train": [], "val": [], "test": []}
-        for index, (folder, stem, height, width) in enumerate(folder_of):
-            split = "test" if folder == "Test" else "val" if stem in val_images else "train"
-            tiles[split] += grid_tiles(index, height, width, tile_size_px, stride_px, cover=False)
-        self.tiles = {split: np.array(rows, dtype=np.int64).reshape(-1, 3) for split, rows in tiles.items()}
+        return found_images

@@ -13,11 +13,10 @@ Protocol (also in datasets/demo.yaml and docs/tasks.md):
 from pathlib import Path
 
 import numpy as np
-import torch
 from PIL import Image
 
 from evalsuite.errors import EvalsuiteError
-from evalsuite.readers.base import Reader
+from evalsuite.readers.base import LabelledImages, Reader
 
 IMAGE_FILE = "hgsc_nest.jpg"
 TYPE_MASK_FILE = "hgsc_nest_type_mask.npz"
@@ -35,22 +34,17 @@ def split_of(row_px: int, col_px: int, block_size_px: int) -> str:
     return SPLIT_OF_RESIDUE[residue]
 
 
-class TileDataset(torch.utils.data.Dataset):
+class TileDataset(LabelledImages):
     def __init__(self, image: np.ndarray, origins: np.ndarray, labels: np.ndarray, tile_size_px: int, transform):
-        self.image = image
+        super().__init__(labels, transform)
+        self.slide_rgb = image
         self.origins = origins
-        self.labels = labels
         self.tile_size_px = tile_size_px
-        self.transform = transform
 
-    def __len__(self) -> int:
-        return len(self.labels)
-
-    def __getitem__(self, index: int):
+    def image(self, index: int) -> Image.Image:
         row, col = self.origins[index]
         size = self.tile_size_px
-        tile = Image.fromarray(self.image[row : row + size, col : col + size])
-        return self.transform(tile), int(self.labels[index])
+        return Image.fromarray(self.slide_rgb[row : row + size, col : col + size])
 
 
 class HgscTileReader(Reader):

@@ -33,11 +33,10 @@ from evalsuite.metrics.segmentation import IGNORE_INDEX
 from evalsuite.readers.files import check_count, layout_error, list_files, open_rgb, require_dir
 from evalsuite.readers.segmentation import (
     CachedSource,
+    GridImage,
     GridTilingReader,
-    grid_tiles,
     image_size,
 )
-from evalsuite.readers.splits import carve_val_units
 
 TASK = "monusac"
 TRAIN_FOLDER = "MoNuSAC_images_and_annotations"
@@ -128,12 +127,11 @@ class MonusacImages(CachedSource):
 
 class MonusacReader(GridTilingReader):
     CLASSES, TASK, CLASS_MAP = CLASSES, TASK, "class map (background + the 4 annotated nucleus classes)"
+    TILE_PX = STRIDE_PX = 256
+    COVER = True  # image sizes vary: the last tile of a row or column is padded
 
-    def __init__(self, card, data_root: Path, tile_size_px: int = 256, stride_px: int = 256,
-                 val_fraction: float = 0.2, val_seed: int = 0, check_counts: bool = True):
-        super().__init__(card, tile_size_px, stride_px, val_fraction)
-        root = Path(data_root)
-        images, annotations, sizes, owners = [], [], [], []
+    def scan(self, root: Path, check_counts: bool) -> list[GridImage]:
+        images, annotations, sizes, found_images = [], [], [], []
         for folder in (TRAIN_FOLDER, TEST_FOLDER):
             patients = sorted(p for p in require_dir(root / folder, TASK, LAYOUT).iterdir()
                               if p.is_dir() and not p.name.startswith("."))
@@ -149,11 +147,6 @@ class MonusacReader(GridTilingReader):
                 images.append(image)
                 annotations.append(annotation)
                 sizes.append(image_size(image, TASK))
-                owners.append((folder, patient.name))
+                found_images.append(GridImage(folder == TEST_FOLDER, patient.name, *sizes[-1]))  # val by patient
         self.source = MonusacImages(images, annotations, sizes)
-        val_patients = carve_val_units([p for f, p in owners if f == TRAIN_FOLDER], val_fraction, val_seed)
-        tiles = {"train": [], "val": [], "test": []}
-        for index, ((folder, patient), (height, width)) in enumerate(zip(owners, sizes)):
-            split = "test" if folder == TEST_FOLDER else "val" if patient in val_patients else "train"
-            tiles[split] += grid_tiles(index, height, width, tile_size_px, stride_px, cover=True)
-        self.tiles = {split: np.array(rows, dtype=np.int64).reshape(-1, 3) for split, rows in tiles.items()}
+        return found_images

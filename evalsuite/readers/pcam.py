@@ -17,11 +17,10 @@ from pathlib import Path
 
 import h5py
 import numpy as np
-import torch
 from PIL import Image
 
 from evalsuite.errors import EvalsuiteError
-from evalsuite.readers.base import Reader
+from evalsuite.readers.base import LabelledImages, Reader
 from evalsuite.readers.files import check_classes, check_count, layout_error
 
 TASK = "pcam"
@@ -80,17 +79,13 @@ def _dataset(file: h5py.File, path: Path, key: str) -> h5py.Dataset:
     return file[key]
 
 
-class PcamDataset(torch.utils.data.Dataset):
+class PcamDataset(LabelledImages):
     def __init__(self, images: LazyH5, labels: np.ndarray, transform):
+        super().__init__(labels, transform)
         self.images = images
-        self.labels = labels
-        self.transform = transform
 
-    def __len__(self) -> int:
-        return len(self.labels)
-
-    def __getitem__(self, index: int):
-        return self.transform(Image.fromarray(self.images.get()[index])), int(self.labels[index])
+    def image(self, index: int) -> Image.Image:
+        return Image.fromarray(self.images.get()[index])
 
 
 class PcamReader(Reader):

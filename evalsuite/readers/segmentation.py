@@ -16,6 +16,9 @@ The source decodes one image at a time and keeps the last one (tiles of an image
 consecutive), so a DataLoader worker holds at most one decoded image.
 """
 
+from dataclasses import dataclass
+from pathlib import Path
+
 import numpy as np
 import torch
 from PIL import Image
@@ -24,6 +27,7 @@ from evalsuite.errors import EvalsuiteError
 from evalsuite.metrics.segmentation import IGNORE_INDEX
 from evalsuite.readers.base import Reader
 from evalsuite.readers.files import check_classes
+from evalsuite.readers.splits import carve_val_units
 
 PAD_PIXEL = 255
 
@@ -83,17 +87,45 @@ class SegmentationReader(Reader):
         return SegTileDataset(self.source, self.tiles[split], self.tile_px, transform)
 
 
+@dataclass(frozen=True)
+class GridImage:
+    """One image of a grid-tiling reader: in the test folder or not, the unit val is carved by (the image or its
+    patient), and its size."""
+    test: bool
+    unit: str
+    height_px: int
+    width_px: int
+
+
 class GridTilingReader(SegmentationReader):
-    """Base of the readers that tile whole images on a grid and carve val from train (CoNSeP, MoNuSAC): a subclass
-    names its CLASSES, TASK and CLASS_MAP (how its label files map to the card's classes)."""
+    """Base of the readers that tile whole images on a grid and carve val from train by unit (CoNSeP, MoNuSAC).
+
+    A subclass names its CLASSES, TASK, CLASS_MAP (how its label files map to the card's classes), its default
+    tiling and whether tiles cover the image edge (padded) or drop a remainder; its `scan` checks the layout,
+    sets `self.source` and returns one GridImage per image in source order."""
 
     CLASSES: list = []
     TASK = ""
     CLASS_MAP = ""
+    TILE_PX = STRIDE_PX = 256
+    COVER = False
 
-    def __init__(self, card, tile_size_px: int, stride_px: int, val_fraction: float):
+    def __init__(self, card, data_root: Path, tile_size_px: int | None = None, stride_px: int | None = None,
+                 val_fraction: float = 0.2, val_seed: int = 0, check_counts: bool = True):
+        tile_size_px = self.TILE_PX if tile_size_px is None else tile_size_px
+        stride_px = self.STRIDE_PX if stride_px is None else stride_px
         check_grid_card(card, self.CLASSES, self.TASK, self.CLASS_MAP, tile_size_px, stride_px, val_fraction)
         super().__init__(card, tile_size_px)
+        images = self.scan(Path(data_root), check_counts)
+        val_units = carve_val_units([image.unit for image in images if not image.test], val_fraction, val_seed)
+        tiles = {"train": [], "val": [], "test": []}
+        for index, image in enumerate(images):
+            split = "test" if image.test else "val" if image.unit in val_units else "train"
+            tiles[split] += grid_tiles(index, image.height_px, image.width_px, tile_size_px, stride_px, self.COVER)
+        self.tiles = {split: np.array(rows, dtype=np.int64).reshape(-1, 3) for split, rows in tiles.items()}
+
+    def scan(self, root: Path, check_counts: bool) -> list[GridImage]:
+        raise NotImplementedError
 
 
 class SegTileDataset(torch.utils.data.Dataset):

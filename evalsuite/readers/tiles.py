@@ -6,11 +6,10 @@ transform.
 """
 
 import numpy as np
-import torch
 from PIL import Image
 
 from evalsuite.errors import EvalsuiteError
-from evalsuite.readers.base import Reader
+from evalsuite.readers.base import LabelledImages, Reader
 from evalsuite.readers.files import open_rgb
 
 PREPROCESS_MODES = ("resize", "center_crop")
@@ -41,23 +40,18 @@ def build_preprocess(card, preprocess: str, crop_px):
     return CenterCrop(crop_px) if preprocess == "center_crop" else None
 
 
-class ImageFileDataset(torch.utils.data.Dataset):
+class ImageFileDataset(LabelledImages):
     """Items `(transform(preprocess(RGB image)), label)` from a list of image files."""
 
     def __init__(self, paths: list, labels: np.ndarray, transform, preprocess=None,
                  max_pixels=Image.MAX_IMAGE_PIXELS):
+        super().__init__(labels, transform)
         self.paths = list(paths)
-        self.labels = np.asarray(labels, dtype=np.int64)
-        self.transform = transform
         self.preprocess = preprocess
         self.max_pixels = max_pixels
 
-    def __len__(self) -> int:
-        return len(self.paths)
-
-    def __getitem__(self, index: int):
-        image = open_rgb(self.paths[index], self.max_pixels, self.preprocess)
-        return self.transform(image), int(self.labels[index])
+    def image(self, index: int) -> Image.Image:
+        return open_rgb(self.paths[index], self.max_pixels, self.preprocess)
 
 
 class FileListReader(Reader):
