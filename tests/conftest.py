@@ -1,4 +1,4 @@
-"""Shared test helpers: run the CLI as users do, in a subprocess, and read its outputs."""
+"""Shared test helpers: run the CLI as users do and read its outputs; tiny copies of every dataset layout."""
 
 import csv
 import os
@@ -12,7 +12,11 @@ import subprocess
 import sys
 from pathlib import Path
 
+import h5py
+import numpy as np
 import pytest
+import scipy.io
+from PIL import Image
 
 REPO = Path(__file__).resolve().parents[1]
 _PROGRESS = re.compile(r"\|\s*\d+/\d+ \[")  # a tqdm progress-bar redraw
@@ -81,10 +85,298 @@ def cli():
 
 def noisy_class_split(classes: int, per_class: int, dim: int = 16, noise: float = 1.5, seed: int = 0) -> dict:
     """Gaussian classes around random centres, float16, every other sample in train and test."""
-    import numpy as np
-
     rng = np.random.default_rng(seed)
     centres = rng.normal(0, 1, size=(classes, dim))
     labels = np.repeat(np.arange(classes), per_class)
     features = (centres[labels] + rng.normal(0, noise, size=(len(labels), dim))).astype(np.float16)
     return {"train": (features[::2], labels[::2]), "test": (features[1::2], labels[1::2])}
+
+
+# ---- tile-classification layouts ----
+# Tiny copies of the tile-classification datasets in their exact on-disk layouts.
+#
+# File and folder names, HDF5 keys, dtypes and csv columns are those of the distributed
+# datasets; only the number of images and (where the format allows) the image size are
+# smaller, so the cards run end to end in seconds with --no-count-check.
+
+BACH_PREFIX = {"Benign": "b", "InSitu": "is", "Invasive": "iv", "Normal": "n"}
+# One image per split and class: numbers that the BACH split puts in train, val and test.
+BACH_NUMBERS = {"Benign": [1, 91, 42], "InSitu": [1, 88, 40], "Invasive": [59, 100, 73], "Normal": [45, 90, 46]}
+CRC_CLASSES = ["ADI", "BACK", "DEB", "LYM", "MUC", "MUS", "NORM", "STR", "TUM"]
+MHIST_COLUMNS = ["Image Name", "Majority Vote Label", "Number of Annotators who Selected SSA (Out of 7)", "Partition"]
+BRACS_CLASSES = ["0_N", "1_PB", "2_UDH", "3_FEA", "4_ADH", "5_DCIS", "6_IC"]
+BREAKHIS_SUBTYPES = {"A": "adenosis", "F": "fibroadenoma", "PT": "phyllodes_tumor", "TA": "tubular_adenoma",
+                     "DC": "ductal_carcinoma", "LC": "lobular_carcinoma", "MC": "mucinous_carcinoma",
+                     "PC": "papillary_carcinoma"}
+# (class, subtype, year, patient): 2773 and 21998CD are eva's test patients, 10926 and 13200 THUNDER's val
+# patients, the others train; 22549AB (adenosis) is outside the four subtypes of the shipped card.
+BREAKHIS_PATIENTS = [("B", "A", "14", "22549AB"), ("B", "F", "14", "9133"), ("B", "TA", "14", "21978AB"),
+                     ("M", "DC", "14", "10926"), ("B", "TA", "14", "13200"), ("M", "MC", "13", "2773"),
+                     ("B", "F", "14", "21998CD"), ("M", "DC", "14", "2980")]
+
+
+def write_image(path: Path, size=(32, 32), seed: int = 0) -> Path:
+    """A random RGB image (width, height); the format follows the suffix (.tif, .png)."""
+    rng = np.random.default_rng(seed)
+    pixels = rng.integers(0, 256, (size[1], size[0], 3), dtype=np.uint8)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    Image.fromarray(pixels).save(path)
+    return path
+
+
+def make_bach(root: Path, numbers=BACH_NUMBERS, size=(64, 48)) -> Path:
+    """ICIAR2018_BACH_Challenge/Photos/<class>/<prefix><NNN>.tif (real ones are 2048x1536)."""
+    photos = Path(root) / "ICIAR2018_BACH_Challenge" / "Photos"
+    for class_name, class_numbers in numbers.items():
+        for number in class_numbers:
+            write_image(photos / class_name / f"{BACH_PREFIX[class_name]}{number:03d}.tif", size, seed=number)
+    (photos / "microscopy_ground_truth.csv").write_text("b001.tif,Benign\n")  # shipped beside the folders
+    return Path(root)
+
+
+def make_crc(root: Path, train_per_class: int = 3, test_per_class: int = 1, size=(224, 224)) -> Path:
+    """NCT-CRC-HE-100K/<CLS>/<CLS>-<8 letters>.tif and CRC-VAL-HE-7K/<CLS>/<CLS>-<8 letters>.tif."""
+    rng = np.random.default_rng(0)
+    for folder, count in (("NCT-CRC-HE-100K", train_per_class), ("CRC-VAL-HE-7K", test_per_class)):
+        for class_name in CRC_CLASSES:
+            for _ in range(count):
+                tag = "".join(rng.choice(list("ABCDEFGHIJKLMNOPQRSTUVWXYZ"), 8))
+                write_image(Path(root) / folder / class_name / f"{class_name}-{tag}.tif", size, seed=int(rng.integers(1 << 30)))
+    return Path(root)
+
+
+def pcam_name(split: str, kind: str) -> str:
+    return f"camelyonpatch_level_2_split_{split}_{kind}.h5"
+
+
+def make_pcam(root: Path, counts=None) -> Path:
+    """camelyonpatch_level_2_split_{train,valid,test}_{x,y}.h5: x (N,96,96,3) uint8, y (N,1,1,1) uint8."""
+    counts = counts or {"train": 8, "valid": 4, "test": 4}
+    rng = np.random.default_rng(0)
+    Path(root).mkdir(parents=True, exist_ok=True)
+    for split, n in counts.items():
+        with h5py.File(Path(root) / pcam_name(split, "x"), "w") as file:
+            file.create_dataset("x", data=rng.integers(0, 256, (n, 96, 96, 3), dtype=np.uint8), chunks=(1, 96, 96, 3))
+        with h5py.File(Path(root) / pcam_name(split, "y"), "w") as file:
+            file.create_dataset("y", data=(np.arange(n) % 2).astype(np.uint8).reshape(n, 1, 1, 1))
+    return Path(root)
+
+
+def make_mhist(root: Path, per_class=None, columns=MHIST_COLUMNS, size=(224, 224)) -> Path:
+    """images/MHIST_<abc>.png and annotations.csv with the distributed columns."""
+    per_class = per_class or {"train": 3, "test": 2}
+    rows, index = [], 0
+    for partition, count in per_class.items():
+        for label in ("HP", "SSA"):
+            for _ in range(count):
+                name = "MHIST_" + "".join(chr(ord("a") + (index // 26 ** k) % 26) for k in (2, 1, 0)) + ".png"
+                write_image(Path(root) / "images" / name, size, seed=index)
+                rows.append({"Image Name": name, "Majority Vote Label": label,
+                             "Number of Annotators who Selected SSA (Out of 7)": 6 if label == "SSA" else 1,
+                             "Partition": partition})
+                index += 1
+    with open(Path(root) / "annotations.csv", "w", newline="") as handle:
+        writer = csv.DictWriter(handle, fieldnames=columns, extrasaction="ignore")
+        writer.writeheader()
+        writer.writerows(rows)
+    return Path(root)
+
+
+def make_bracs(root: Path, per_class: int = 1) -> Path:
+    """BRACS_RoI/latest_version/{train,val,test}/<k_CLASS>/BRACS_<wsi>_<CLASS>_<k>.png, sizes vary."""
+    for s, split in enumerate(("train", "val", "test")):
+        for c, class_name in enumerate(BRACS_CLASSES):
+            for k in range(per_class):
+                size = (40 + 8 * c, 56 - 4 * s)
+                name = f"BRACS_{1000 + 10 * c + s}_{class_name.split('_')[1]}_{k + 1}.png"
+                write_image(Path(root) / "BRACS_RoI" / "latest_version" / split / class_name / name, size, seed=c + k)
+    return Path(root)
+
+
+def breakhis_file(root: Path, group: str, subtype: str, year: str, patient: str, number: int,
+                  magnification: str = "40") -> Path:
+    folder = (Path(root) / "BreaKHis_v1" / "histology_slides" / "breast" / {"B": "benign", "M": "malignant"}[group]
+              / "SOB" / BREAKHIS_SUBTYPES[subtype] / f"SOB_{group}_{subtype}_{year}-{patient}" / f"{magnification}X")
+    return folder / f"SOB_{group}_{subtype}-{year}-{patient}-{magnification}-{number:03d}.png"
+
+
+def make_breakhis(root: Path, patients=BREAKHIS_PATIENTS, per_patient: int = 2, size=(70, 46)) -> Path:
+    """BreaKHis_v1/histology_slides/breast/{benign,malignant}/SOB/<subtype>/<patient>/{40X,100X}/*.png."""
+    for p, patient in enumerate(patients):
+        for number in range(1, per_patient + 1):
+            write_image(breakhis_file(root, *patient, number), size, seed=p * 10 + number)
+        write_image(breakhis_file(root, *patient, 1, magnification="100"), size, seed=p)  # must be ignored
+    return Path(root)
+
+
+def run_card(task: str, data_root: Path, out: Path, sizes: dict) -> None:
+    """`evalsuite run` of a shipped card on a fixture (kNN, no workers); checks the samples per split."""
+    result = run_cli("run", "--task", task, "--data-root", data_root, "--no-count-check", "--out", out,
+                     "--probes", "knn", "--num-workers", "0", "--batch-size", "16")
+    assert result.returncode == 0, result.stderr
+    rows = [row for row in leaderboard_rows(out) if row["task"] == task]
+    assert {row["split"]: int(row["n_samples"]) for row in rows} == sizes
+    assert {row["probe"] for row in rows} == {"knn"}
+
+
+# ---- segmentation layouts ----
+# Tiny copies of the segmentation datasets in their exact on-disk layouts.
+#
+# File and folder names, array keys, dtypes and shapes are those of the distributed datasets
+# (PanNuke fold arrays, CoNSeP HoVer-Net .png/.mat pairs, MoNuSAC per-patient .tif/.xml); only
+# the number of images is smaller (and MoNuSAC images are small, as many real ones are), so the
+# cards run end to end in seconds with --no-count-check. Nuclei are dark discs on a pink
+# background, so a probe has something to learn.
+
+BACKGROUND_RGB = (230, 180, 210)
+NUCLEUS_RGB = (70, 40, 120)
+MONUSAC_TRAIN = "MoNuSAC_images_and_annotations"
+MONUSAC_TEST = "MoNuSAC Testing Data and Annotations"
+MONUSAC_CLASSES = ["Epithelial", "Lymphocyte", "Neutrophil", "Macrophage"]
+
+
+def _discs(rng, height: int, width: int, count: int, n_types: int):
+    """(type map int [H, W] with 0 = none and 1..n_types, instance map int [H, W], list of (type, cy, cx, r))."""
+    types = np.zeros((height, width), dtype=np.int64)
+    instances = np.zeros((height, width), dtype=np.int64)
+    yy, xx = np.mgrid[:height, :width]
+    placed = []
+    for instance in range(1, count + 1):
+        radius = int(rng.integers(5, 12))
+        cy, cx = int(rng.integers(radius, height - radius)), int(rng.integers(radius, width - radius))
+        kind = int(rng.integers(1, n_types + 1))
+        inside = (yy - cy) ** 2 + (xx - cx) ** 2 <= radius ** 2
+        types[inside], instances[inside] = kind, instance
+        placed.append((kind, cy, cx, radius))
+    return types, instances, placed
+
+
+def _rgb(rng, types: np.ndarray) -> np.ndarray:
+    image = np.empty((*types.shape, 3), dtype=np.float64)
+    image[:] = BACKGROUND_RGB
+    image[types > 0] = NUCLEUS_RGB
+    image += rng.normal(0, 12, image.shape)
+    return np.clip(image, 0, 255)
+
+
+# ---------------------------------------------------------------- PanNuke
+
+def pannuke_paths(root: Path, fold: int) -> dict:
+    base = Path(root) / f"Fold {fold}"
+    return {"images": base / "images" / f"fold{fold}" / "images.npy",
+            "types": base / "images" / f"fold{fold}" / "types.npy",
+            "masks": base / "masks" / f"fold{fold}" / "masks.npy"}
+
+
+def make_pannuke(root: Path, counts=(3, 2, 2), size: int = 256) -> Path:
+    """Fold N/images/foldN/{images,types}.npy and Fold N/masks/foldN/masks.npy, float64 as released."""
+    rng = np.random.default_rng(0)
+    for fold, count in enumerate(counts, start=1):
+        paths = pannuke_paths(root, fold)
+        for path in paths.values():
+            path.parent.mkdir(parents=True, exist_ok=True)
+        images = np.empty((count, size, size, 3), dtype=np.float64)
+        masks = np.zeros((count, size, size, 6), dtype=np.float64)
+        for i in range(count):
+            types, instances, _ = _discs(rng, size, size, 25, 5)
+            images[i] = np.rint(_rgb(rng, types))
+            for channel in range(5):
+                masks[i, ..., channel] = np.where(types == channel + 1, instances, 0)
+            masks[i, ..., 5] = (types == 0).astype(np.float64)
+        np.save(paths["images"], images)
+        np.save(paths["masks"], masks)
+        np.save(paths["types"], np.array(["Breast", "Colon", "Lung"] * count)[:count])
+    return Path(root)
+
+
+# ---------------------------------------------------------------- CoNSeP
+
+def make_consep(root: Path, train: int = 3, test: int = 2, size: int = 1000) -> Path:
+    """{Train,Test}/Images/<split>_<k>.png (RGBA) and {Train,Test}/Labels/<split>_<k>.mat with the HoVer-Net keys."""
+    rng = np.random.default_rng(1)
+    for folder, count in (("Train", train), ("Test", test)):
+        for k in range(1, count + 1):
+            types, instances, placed = _discs(rng, size, size, 120, 7)
+            rgba = np.concatenate([_rgb(rng, types).astype(np.uint8), np.full((size, size, 1), 255, np.uint8)], axis=2)
+            image = Path(root) / folder / "Images" / f"{folder.lower()}_{k}.png"
+            image.parent.mkdir(parents=True, exist_ok=True)
+            Image.fromarray(rgba, "RGBA").save(image)
+            write_consep_mat(Path(root) / folder / "Labels" / f"{folder.lower()}_{k}.mat", types, instances, placed)
+    return Path(root)
+
+
+def write_consep_mat(path: Path, types: np.ndarray, instances: np.ndarray, placed, keys=None) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    content = {
+        "inst_map": instances.astype(np.float64),
+        "type_map": types.astype(np.float64),
+        "inst_type": np.array([[kind] for kind, *_ in placed], dtype=np.float64),
+        "inst_centroid": np.array([[cx, cy] for _, cy, cx, _ in placed], dtype=np.float64),
+    }
+    scipy.io.savemat(path, {k: v for k, v in content.items() if keys is None or k in keys})
+
+
+# ---------------------------------------------------------------- MoNuSAC
+
+def monusac_xml(polygons_by_class: dict) -> str:
+    """An Aperio ImageScope annotation file as MoNuSAC ships it: one Annotation per class."""
+    parts = ['<?xml version="1.0"?>', '<Annotations MicronsPerPixel="0.252100">']
+    for a, (name, polygons) in enumerate(polygons_by_class.items(), start=1):
+        parts += [f'<Annotation Id="{a}" Name="" ReadOnly="0" NameReadOnly="0" LineColorReadOnly="0" Incremental="0" '
+                  f'Type="4" LineColor="65280" Visible="1" Selected="1" MarkupImagePath="" MacroName="">',
+                  '<Attributes>', f'<Attribute Name="{name}" Id="0" Value=""/>', '</Attributes>', '<Regions>',
+                  '<RegionAttributeHeaders>',
+                  '<AttributeHeader Id="9999" Name="Region" ColumnWidth="-1"/>',
+                  '<AttributeHeader Id="9997" Name="Length" ColumnWidth="-1"/>',
+                  '<AttributeHeader Id="9996" Name="Area" ColumnWidth="-1"/>',
+                  '<AttributeHeader Id="9998" Name="Text" ColumnWidth="-1"/>',
+                  '</RegionAttributeHeaders>']
+        for r, polygon in enumerate(polygons, start=1):
+            parts += [f'<Region Id="{r}" Type="0" Zoom="1" Selected="0" ImageLocation="" ImageFocus="-1" '
+                      f'Length="40.0" Area="100.0" LengthMicrons="10.0" AreaMicrons="6.3" Text="" NegativeROA="0" '
+                      f'InputRegionId="0" Analyze="1" DisplayId="{r}">', '<Attributes/>', '<Vertices>']
+            parts += [f'<Vertex X="{x:.4f}" Y="{y:.4f}" Z="0"/>' for x, y in polygon]
+            parts += ['</Vertices>', '</Region>']
+        parts += ['</Regions>', '<Plots/>', '</Annotation>']
+    parts.append('</Annotations>')
+    return "\n".join(parts) + "\n"
+
+
+def _octagon(cy: float, cx: float, radius: float) -> list:
+    angles = np.linspace(0, 2 * np.pi, 8, endpoint=False)
+    return [(cx + radius * np.cos(a), cy + radius * np.sin(a)) for a in angles]
+
+
+def write_monusac_image(folder: Path, name: str, size, rng, ambiguous: bool = False) -> tuple:
+    """<folder>/<name>.tif (RGB) and <name>.xml; returns the (type id, polygon) list drawn."""
+    width, height = size
+    types = np.zeros((height, width), dtype=np.int64)
+    by_class = {c: [] for c in MONUSAC_CLASSES}
+    yy, xx = np.mgrid[:height, :width]
+    for _ in range(max(4, width * height // 2500)):
+        radius = float(rng.integers(4, 9))
+        cy, cx = float(rng.integers(10, height - 10)), float(rng.integers(10, width - 10))
+        kind = int(rng.integers(1, 5))
+        by_class[MONUSAC_CLASSES[kind - 1]].append(_octagon(cy, cx, radius))
+        types[(yy - cy) ** 2 + (xx - cx) ** 2 <= radius ** 2] = kind
+    if ambiguous:
+        by_class["Ambiguous"] = [_octagon(height / 2, width / 2, 10.0)]
+    folder.mkdir(parents=True, exist_ok=True)
+    Image.fromarray(_rgb(rng, types).astype(np.uint8)).save(folder / f"{name}.tif")
+    (folder / f"{name}.xml").write_text(monusac_xml(by_class))
+    return by_class
+
+
+def make_monusac(root: Path) -> Path:
+    """MoNuSAC_images_and_annotations/<patient>/<patient>_<k>.{tif,xml} (4 patients) and the testing folder
+    (1 patient, with an Ambiguous annotation). Sizes vary and are not multiples of the 256 px tile."""
+    rng = np.random.default_rng(2)
+    train = {"TCGA-5P-A9K0-01Z-00-DX1": [(300, 200)], "TCGA-55-1594-01Z-00-DX1": [(120, 90), (260, 260)],
+             "TCGA-73-4668-01Z-00-DX1": [(200, 310)], "TCGA-A2-A0ES-01Z-00-DX1": [(256, 256)]}
+    test = {"TCGA-2Z-A9JG-01Z-00-DX1": [(280, 150), (113, 81)]}
+    for folder, patients in ((MONUSAC_TRAIN, train), (MONUSAC_TEST, test)):
+        for patient, sizes in patients.items():
+            for k, size in enumerate(sizes, start=1):
+                write_monusac_image(Path(root) / folder / patient, f"{patient}_{k}", size, rng,
+                                    ambiguous=folder == MONUSAC_TEST)
+    return Path(root)

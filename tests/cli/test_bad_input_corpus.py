@@ -11,8 +11,7 @@ import subprocess
 
 import pytest
 import torch
-from conftest import assert_one_line_error, leaderboard_rows, run_cli
-from fixtures_tiles import make_crc, make_mhist
+from conftest import assert_one_line_error, leaderboard_rows, make_crc, make_mhist, run_cli
 
 from evalsuite.errors import EvalsuiteError
 from evalsuite.readers.crc import CrcReader

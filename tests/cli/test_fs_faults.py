@@ -23,8 +23,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import assert_one_line_error, leaderboard_rows
-from fixtures_tiles import make_crc
+from conftest import assert_one_line_error, leaderboard_rows, make_crc
 
 from evalsuite import cli, runner
 from evalsuite.reporting.leaderboard import COLUMNS

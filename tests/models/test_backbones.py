@@ -205,7 +205,7 @@ def test_dense_features_of_a_plain_timm_vit_drop_its_class_token(reference, tmp_
 
 @pytest.mark.slow
 def test_run_end_to_end_with_a_local_registry_checkpoint(reference, tmp_path):
-    from fixtures_tiles import make_crc
+    from conftest import make_crc
 
     _, _, path = reference
     out = tmp_path / "out"

@@ -92,7 +92,7 @@ def test_one_cluster_has_no_interval_and_misaligned_ids_are_refused():
 
 
 def test_readers_name_their_resampling_unit(tmp_path):
-    from fixtures_tiles import make_bach, make_bracs, make_breakhis, make_crc
+    from conftest import make_bach, make_bracs, make_breakhis, make_crc
 
     from evalsuite.errors import EvalsuiteError
     from evalsuite.metrics.bootstrap import interval_clusters
@@ -116,7 +116,7 @@ def test_readers_name_their_resampling_unit(tmp_path):
 
 
 def test_bracs_file_without_a_slide_id_is_named(tmp_path):
-    from fixtures_tiles import make_bracs, write_image
+    from conftest import make_bracs, write_image
 
     from evalsuite.errors import EvalsuiteError
     from evalsuite.readers import build_reader

@@ -2,8 +2,7 @@
 
 import numpy as np
 import pytest
-from conftest import assert_one_line_error, run_cli
-from fixtures_tiles import make_bach, run_card, write_image
+from conftest import assert_one_line_error, make_bach, run_card, run_cli, write_image
 
 from evalsuite.errors import EvalsuiteError
 from evalsuite.readers.bach import BachReader

@@ -1,7 +1,7 @@
 """BRACS: BRACS_RoI/latest_version/{train,val,test}/<k_CLASS>/*.png, official splits."""
 
 import pytest
-from fixtures_tiles import BRACS_CLASSES, make_bracs, run_card
+from conftest import BRACS_CLASSES, make_bracs, run_card
 from PIL import Image
 
 from evalsuite.errors import EvalsuiteError

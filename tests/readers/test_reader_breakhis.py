@@ -5,7 +5,7 @@ import shutil
 
 import pytest
 import yaml
-from fixtures_tiles import BREAKHIS_PATIENTS, breakhis_file, make_breakhis, run_card, write_image
+from conftest import BREAKHIS_PATIENTS, breakhis_file, make_breakhis, run_card, write_image
 
 from evalsuite.errors import EvalsuiteError
 from evalsuite.readers.breakhis import TEST_PATIENTS, VAL_PATIENTS, BreakhisReader

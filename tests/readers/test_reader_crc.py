@@ -2,8 +2,7 @@
 
 import numpy as np
 import pytest
-from conftest import assert_one_line_error, run_cli
-from fixtures_tiles import make_crc, run_card
+from conftest import assert_one_line_error, make_crc, run_card, run_cli
 
 from evalsuite.errors import EvalsuiteError
 from evalsuite.readers.crc import CrcReader

@@ -2,7 +2,7 @@
 
 import numpy as np
 import pytest
-from fixtures_tiles import write_image
+from conftest import write_image
 from PIL import Image
 
 from evalsuite.errors import EvalsuiteError

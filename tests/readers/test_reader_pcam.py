@@ -9,8 +9,7 @@ import h5py
 import numpy as np
 import pytest
 import torch
-from conftest import assert_one_line_error, run_cli
-from fixtures_tiles import make_pcam, pcam_name, run_card
+from conftest import assert_one_line_error, make_pcam, pcam_name, run_card, run_cli
 from torchvision import transforms as T
 
 from evalsuite.errors import EvalsuiteError

@@ -7,14 +7,16 @@ import numpy as np
 import pytest
 import scipy.io
 import torch
-from conftest import assert_one_line_error, leaderboard_rows, run_cli
-from fixtures_seg import (
+from conftest import (
     MONUSAC_TEST,
     MONUSAC_TRAIN,
+    assert_one_line_error,
+    leaderboard_rows,
     make_consep,
     make_monusac,
     make_pannuke,
     pannuke_paths,
+    run_cli,
     write_consep_mat,
 )
 

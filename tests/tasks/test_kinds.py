@@ -7,9 +7,9 @@ card of that kind: no other module is touched, and the rows reach the leaderboar
 
 import numpy as np
 import torch
+from conftest import leaderboard_rows
 from PIL import Image
 
-from conftest import leaderboard_rows
 from evalsuite import cli
 from evalsuite.probes import PROBES
 from evalsuite.probes.base import FittedProbe
