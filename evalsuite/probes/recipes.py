@@ -4,6 +4,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from evalsuite.errors import EvalsuiteError
+from evalsuite.probes import PROBES
 from evalsuite.tasks.resources import find_yaml, read_yaml_mapping, recipes_dir
 
 
@@ -21,8 +22,6 @@ def find_recipe(name: str) -> Path:
 
 
 def load_recipe(name: str) -> ProbeRecipe:
-    from evalsuite.probes import PROBES
-
     path = find_recipe(name)
     raw, sha256 = read_yaml_mapping(path, "probe recipe")
     if not isinstance(raw.get("name"), str) or not isinstance(raw.get("probe"), str):

@@ -1,5 +1,6 @@
 """The library versions and source revision a cache manifest and a run JSON record."""
 
+import functools
 import platform
 import subprocess
 from pathlib import Path
@@ -18,6 +19,7 @@ def library_versions() -> dict:
             "timm": timm.__version__, "numpy": numpy.__version__, "scikit-learn": sklearn.__version__}
 
 
+@functools.cache  # two git calls per cache manifest and run JSON otherwise; the code does not change mid-run
 def _source_revision(package_dir: Path) -> str | None:
     """The git commit of a source checkout (editable install), '+dirty' if tracked files differ; None for a wheel.
 
