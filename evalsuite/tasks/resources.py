@@ -18,8 +18,11 @@ _REPO_DIR = PACKAGE_DIR.parent
 
 def _first_existing(*candidates: Path) -> Path:
     for candidate in candidates:
-        if candidate.is_dir():
-            return candidate
+        try:
+            if candidate.is_dir():
+                return candidate
+        except PermissionError:  # a folder on the way this user may not enter: try the next place
+            continue
     return candidates[0]
 
 

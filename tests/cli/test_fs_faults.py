@@ -23,7 +23,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import assert_one_line_error, leaderboard_rows, make_crc
+from conftest import REPO, assert_one_line_error, leaderboard_rows, make_crc
 
 from evalsuite import cli, runner
 from evalsuite.reporting.leaderboard import COLUMNS
@@ -42,6 +42,9 @@ def shared():
     base.chmod(0o755)
     data = make_crc(base / "data", train_per_class=2, test_per_class=1, size=(16, 16))
     assert cli.main([*RUN, "--data-root", str(data), "--out", str(base / "cached")]) == 0
+    # Copies of the card and recipe `nobody` can read even when the checkout sits in a private folder.
+    shutil.copy(REPO / "datasets" / "crc.yaml", base / "crc.yaml")
+    shutil.copy(REPO / "probes" / "knn.yaml", base / "knn.yaml")
     yield {"data": data, "cached": base / "cached", "base": base}
     shutil.rmtree(base)
 
@@ -350,6 +353,10 @@ def test_disk_full_writing_the_wide_table_or_the_heatmap_keeps_the_old_files(cap
 
 # ---- permissions ---------------------------------------------------------------------------------------------
 
+def _readable_task(shared) -> list[str]:
+    return ["--task", str(shared["base"] / "crc.yaml"), "--probes", str(shared["base"] / "knn.yaml")]
+
+
 @pytest.fixture
 def as_nobody():
     """Run the block with the effective uid of `nobody` (root bypasses permission bits)."""
@@ -370,7 +377,7 @@ def test_out_without_write_permission_is_refused_before_any_work(capsys, shared,
     out = Path(tempfile.mkdtemp(prefix="out-", dir=shared["base"]))
     out.chmod(0o555)
     with as_nobody:
-        result = run(capsys, shared, out)
+        result = run(capsys, shared, out, *_readable_task(shared))
     expect_error(result, str(out), "permission denied", "writable for this user")
     assert not list(out.iterdir())
 
@@ -391,7 +398,7 @@ def test_leaderboard_without_write_permission_leaves_no_run_json(capsys, shared,
     out = _cached_out_of_nobody_with_roots_leaderboard(shared)  # mode 0644: nobody reads it but cannot append
     before, runs_before = snapshot(out), run_jsons(out)
     with as_nobody:
-        result = run(capsys, shared, out)
+        result = run(capsys, shared, out, *_readable_task(shared))
     expect_error(result, str(out / "leaderboard.csv"), "permission denied")
     assert snapshot(out) == before and run_jsons(out) == runs_before
     assert not debris(out)
@@ -402,7 +409,7 @@ def test_leaderboard_without_read_permission_says_to_make_it_readable(capsys, sh
     (out / "leaderboard.csv").chmod(0o600)  # root's and private: nobody cannot even read it
     before, runs_before = snapshot(out), run_jsons(out)
     with as_nobody:
-        result = run(capsys, shared, out)
+        result = run(capsys, shared, out, *_readable_task(shared))
     expect_error(result, str(out / "leaderboard.csv"), "permission denied", "readable for this user")
     assert "writable" not in result.stderr
     assert snapshot(out) == before and run_jsons(out) == runs_before
