@@ -32,3 +32,4 @@ class RunConfig:
     cache: str = "auto"  # ram | memmap | auto (the budget planner decides)
     mem: str | None = None  # memory limit to plan for, e.g. "85G"; None: Slurm, cgroup, MemAvailable
     chunk_rows: int | None = None  # extraction chunk; None: sized by bytes
+    skip_bad_slides: bool = False  # slide tasks: leave out (and record) slides that cannot be tiled

@@ -13,7 +13,7 @@ from evalsuite.metrics.bootstrap import interval_clusters
 from evalsuite.models.backbones import build_backbone
 from evalsuite.probes import PROBES
 from evalsuite.probes.base import SplitScoringProbe
-from evalsuite.probes.recipes import load_recipe
+from evalsuite.probes.recipes import check_recipe_fits, load_recipe
 from evalsuite.readers import build_reader
 from evalsuite.reporting.leaderboard import LEADERBOARD_FILE, append_rows, check_appendable, rows_from_record
 from evalsuite.reporting.results import run_record, staged_run_json
@@ -48,7 +48,7 @@ def _run(config: RunConfig, dist, device) -> dict | None:
     check_appendable(Path(config.out_dir) / LEADERBOARD_FILE)
     use_threads(config.threads)
     card, reader, backbone = build_task_and_backbone(config)
-    recipes = [load_recipe(name) for name in (config.probes or card.probes)]
+    recipes = [check_recipe_fits(load_recipe(name), card) for name in (config.probes or card.probes)]
     timings = {"setup_s": time.perf_counter() - started}
 
     features = prepare_features(config, card, reader, backbone, device, dist)
@@ -67,6 +67,8 @@ def _run(config: RunConfig, dist, device) -> dict | None:
     record["cache"] = {"mode": plan.decision, "plan": plan.to_dict(),
                        "shape_probe_forwards": features.shape_probe_forwards}
     record["distributed"] = {"world_size": dist.world_size, "samples_extracted_per_rank": extracted_per_rank}
+    if features.slides:  # slide tasks: slides and tiles per split, and any slide left out with its reason
+        record["slides"] = features.slides
     leaderboard = Path(config.out_dir) / LEADERBOARD_FILE
     rows = rows_from_record(record, {split: len(labels) for split, (_, labels) in split_data.items()})
     check_appendable(leaderboard)  # a foreign leaderboard.csv refuses before the run JSON is written

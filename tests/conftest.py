@@ -1,7 +1,16 @@
 """Shared test helpers: run the CLI as users do and read its outputs; tiny copies of every dataset layout."""
 
 import csv
+import hashlib
 import os
+import tempfile
+from pathlib import Path
+
+# The demo slides are built once per version of their builder, in a folder every test worker shares (the build is
+# locked and atomic), not in the user's ~/.cache.
+_BUILDER = Path(__file__).resolve().parents[1] / "evalsuite" / "readers" / "demo_slides.py"
+os.environ.setdefault("EVALSUITE_DATA_HOME", str(Path(tempfile.gettempdir()) / (
+    f"evalsuite-test-data-{os.getuid()}-{hashlib.sha256(_BUILDER.read_bytes()).hexdigest()[:12]}")))
 
 # Under pytest-xdist (-n 2, two test files at a time on a 2-core CI host) each worker and the runs it
 # starts compute on one thread: two 2-thread OpenMP pools on 2 cores spin against each other.
@@ -10,7 +19,6 @@ if os.environ.get("PYTEST_XDIST_WORKER"):
 import re
 import subprocess
 import sys
-from pathlib import Path
 
 import h5py
 import numpy as np

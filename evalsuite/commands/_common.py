@@ -39,6 +39,9 @@ def add_task_model_args(parser) -> None:
                              "native bf16, fp16 on GPUs without it, float32 elsewhere or where the model pins it); "
                              "features are cached as float16 whatever this is")
     parser.add_argument("--no-autocast", action="store_true", help="same as --precision fp32")
+    parser.add_argument("--skip-bad-slides", action="store_true",
+                        help="slide tasks: leave out a slide that is missing, unreadable, without MPP or without "
+                             "tissue (listed in the run JSON) instead of stopping")
     parser.add_argument("--threads", type=int, default=0,
                         help="torch intra-op threads for the forward pass and the probes (default 0: every CPU "
                              "this process may use, e.g. the Slurm allocation's)")
@@ -64,5 +67,6 @@ def run_config(args, **extra):
         task=args.task, model=args.model, weights=args.weights, random_init=args.random_init, pooling=args.pooling,
         out_dir=Path(args.out), device=args.device, batch_size=args.batch_size, num_workers=args.num_workers,
         precision=precision, threads=args.threads, data_root=args.data_root, check_counts=not args.no_count_check,
-        cache=args.cache, mem=args.mem, chunk_rows=args.chunk_rows, **extra,
+        cache=args.cache, mem=args.mem, chunk_rows=args.chunk_rows, skip_bad_slides=args.skip_bad_slides,
+        **extra,
     )

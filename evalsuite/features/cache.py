@@ -20,6 +20,7 @@ import json
 import os
 import shutil
 import time
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -51,6 +52,15 @@ def chunk_bounds(samples: int, chunk_rows: int) -> list[tuple[int, int]]:
 def write_json_atomic(path: Path, payload: dict) -> None:
     """Replace `path` with `payload`; a failure leaves the old file and no temp file."""
     write_atomically(path, json.dumps(payload, indent=1, sort_keys=True).encode())
+
+
+@dataclass
+class CacheLayout:
+    """What a slide cache adds to the plain layout: chunk bounds (a slide's tiles never share a chunk with
+    another slide's), manifest entries (the slide table) and arrays saved beside the features."""
+    bounds: list = field(default_factory=list)  # [(start, stop)]; empty: every chunk_rows rows
+    manifest: dict = field(default_factory=dict)
+    arrays: dict = field(default_factory=dict)  # {name: array} saved as <name>.npy
 
 
 class CacheWriter:
@@ -156,11 +166,17 @@ class FeatureCache:
         return CacheWriter(self.folder(key), self.manifest(key))
 
     def start_or_resume(self, key: str, shape: tuple, labels: np.ndarray, fields: dict, chunk_rows: int,
-                        versions: dict) -> CacheWriter:
-        """A writer for the key: resumed when an unfinished cache of the same shape and chunking exists."""
+                        versions: dict, layout: "CacheLayout | None" = None) -> CacheWriter:
+        """A writer for the key: resumed when an unfinished cache of the same shape and chunking exists.
+
+        `layout` (slide caches): chunk bounds other than every `chunk_rows` rows, manifest entries and
+        arrays saved beside the features (e.g. each tile's slide coordinates)."""
         folder = self.folder(key)
         existing = self.manifest(key)
+        layout = layout or CacheLayout()
+        bounds = layout.bounds or chunk_bounds(shape[0], chunk_rows)
         if existing and existing["shape"] == list(shape) and existing["chunk_rows"] == chunk_rows \
+                and [[c["start"], c["stop"]] for c in existing["chunks"]] == [list(b) for b in bounds] \
                 and (folder / FEATURES_FILE).is_file():
             writer = CacheWriter(folder, existing)
             self._forget_corrupt_chunks(writer)
@@ -171,15 +187,17 @@ class FeatureCache:
         shutil.rmtree(folder, ignore_errors=True)
         try:
             with fs_errors("create feature cache", folder):
-                return self._start(folder, key, shape, labels, fields, chunk_rows, versions)
+                return self._start(folder, key, shape, labels, fields, chunk_rows, versions, bounds, layout)
         except BaseException:
             shutil.rmtree(folder, ignore_errors=True)  # a cache that never started holds nothing to resume
             raise
 
     @staticmethod
     def _start(folder: Path, key: str, shape: tuple, labels: np.ndarray, fields: dict, chunk_rows: int,
-               versions: dict) -> CacheWriter:
+               versions: dict, bounds: list, layout: "CacheLayout") -> CacheWriter:
         folder.mkdir(parents=True)
+        for name, array in layout.arrays.items():
+            np.save(folder / f"{name}.npy", array)
         features = np.lib.format.open_memmap(folder / FEATURES_FILE, mode="w+", dtype=CACHE_DTYPE, shape=tuple(shape))
         data_offset_bytes = int(features.offset)
         del features  # the file now has its header and full (sparse) size; chunks are written with pwrite
@@ -188,8 +206,8 @@ class FeatureCache:
             "manifest_version": MANIFEST_VERSION, "key": key, "fields": fields, "shape": list(shape),
             "dtype": np.dtype(CACHE_DTYPE).name, "chunk_rows": chunk_rows, "data_offset_bytes": data_offset_bytes,
             "labels_sha256": hashlib.sha256((folder / LABELS_FILE).read_bytes()).hexdigest(),
-            "chunks": [{"start": a, "stop": b, "done": False} for a, b in chunk_bounds(shape[0], chunk_rows)],
-            "complete": False, "versions": versions,
+            "chunks": [{"start": int(a), "stop": int(b), "done": False} for a, b in bounds],
+            "complete": False, "versions": versions, **layout.manifest,
         }
         write_json_atomic(folder / MANIFEST_FILE, manifest)
         return CacheWriter(folder, manifest)

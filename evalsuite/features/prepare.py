@@ -26,6 +26,14 @@ from evalsuite.features.budget import (
 from evalsuite.features.cache import FeatureCache, cache_key
 from evalsuite.features.extract import Preempted, extract_to_cache
 from evalsuite.features.memory_limits import memory_sources
+from evalsuite.features.slide_features import (
+    cache_layout,
+    open_bags,
+    slide_dataset,
+    slide_key_fields,
+    slide_layout,
+    slide_summary,
+)
 from evalsuite.models.transforms import build_transform, describe_transform
 from evalsuite.readers import resolve_data_root
 from evalsuite.runtime.distributed import Dist, shard_bounds
@@ -50,11 +58,13 @@ CHUNK_MAX_ROWS = 4096
 class PreparedSplits:
     plan: object
     keys: dict
+    key_fields: dict
     datasets: dict
     row_shape: tuple
     shape_probe_forwards: int
     cache: FeatureCache
     chunk_rows: int
+    layouts: dict  # slide tasks: {split: SlideLayout}; empty otherwise
 
 
 def used_precision(config, backbone, device) -> str:
@@ -62,8 +72,9 @@ def used_precision(config, backbone, device) -> str:
     return resolve_precision(config.precision, device, backbone.precision)
 
 
-def _key_fields(config, card, backbone, split: str, precision: str) -> dict:
-    return {
+def _key_fields(config, card, reader, backbone, split: str, precision: str) -> dict:
+    slides = slide_key_fields(config, card, reader, split) if KINDS[card.kind].bags else {}
+    return {**slides,
         "model": backbone.name, "weights_id": backbone.weights_id,
         "transform": describe_transform(backbone.data_config), "card": card.name, "card_sha256": card.sha256,
         "data_root": str(resolve_data_root(card, config.data_root).resolve()), "split": split,
@@ -96,8 +107,12 @@ def plan_splits(config, card, reader, backbone, device) -> PreparedSplits:
     cache = FeatureCache(Path(config.out_dir) / "cache")
     transform = build_transform(backbone.data_config)
     precision = used_precision(config, backbone, device)
-    keys = {split: cache_key(_key_fields(config, card, backbone, split, precision)) for split in SPLITS}
-    datasets = {split: reader.dataset(split, transform) for split in SPLITS}
+    fields = {split: _key_fields(config, card, reader, backbone, split, precision) for split in SPLITS}
+    keys = {split: cache_key(fields[split]) for split in SPLITS}
+    layouts = {split: slide_layout(cache, keys[split], reader, split, config) for split in SPLITS} \
+        if KINDS[card.kind].bags else {}
+    datasets = {split: slide_dataset(layouts[split], transform) if layouts else reader.dataset(split, transform)
+                for split in SPLITS}
     for split, dataset in datasets.items():
         if len(dataset) == 0:
             raise EvalsuiteError(f"task card {card.path}: split '{split}' has no samples")
@@ -115,7 +130,7 @@ def plan_splits(config, card, reader, backbone, device) -> PreparedSplits:
         extraction_working_bytes(backbone.data_config["input_size"], config.batch_size, config.num_workers,
                                  chunk_rows, row_shape),
         cache.root, requested=config.cache)
-    return PreparedSplits(plan, keys, datasets, row_shape, forwards, cache, chunk_rows)
+    return PreparedSplits(plan, keys, fields, datasets, row_shape, forwards, cache, chunk_rows, layouts)
 
 
 @dataclass
@@ -131,9 +146,6 @@ class ExtractionJob:
     features_of: object
     chunk_rows: int
 
-    def key_fields(self, split: str) -> dict:
-        return _key_fields(self.config, self.card, self.backbone, split, self.precision)
-
 
 @dataclass
 class PreparedFeatures:
@@ -141,6 +153,7 @@ class PreparedFeatures:
     splits: dict  # {split: (features, labels)} on rank 0; empty on the other ranks
     extracted_per_rank: dict  # {split: [samples each rank forwarded]}
     shape_probe_forwards: int
+    slides: dict  # slide tasks: {split: slide and tile counts, skipped slides}; empty otherwise
 
 
 def _extract(job: ExtractionJob, writer, dataset, split: str, chunks) -> int:
@@ -164,8 +177,9 @@ def _extract_split(job: ExtractionJob, split: str, prepared: PreparedSplits) -> 
     key, dataset, dist = prepared.keys[split], prepared.datasets[split], job.dist
     writer = None
     if dist.is_main and not job.cache.is_complete(key):
+        layout = cache_layout(prepared.layouts[split], job.chunk_rows) if prepared.layouts else None
         writer = job.cache.start_or_resume(key, (len(dataset), *prepared.row_shape), dataset.labels,
-                                           job.key_fields(split), job.chunk_rows, library_versions())
+                                           prepared.key_fields[split], job.chunk_rows, library_versions(), layout)
     if not dist.broadcast(writer is not None):
         return [0] * dist.world_size
     dist.barrier()
@@ -198,5 +212,7 @@ def prepare_features(config, card, reader, backbone, device, dist=Dist()) -> Pre
         with job.cache.lock(key) if dist.is_main else contextlib.nullcontext():
             extracted[split] = _extract_split(job, split, prepared)
         if dist.is_main:
-            opened[split] = job.cache.open(key, prepared.plan.decision)
-    return PreparedFeatures(prepared.plan, opened, extracted, prepared.shape_probe_forwards)
+            opened[split] = open_bags(job.cache, key, prepared.plan.decision, reader, split) if prepared.layouts \
+                else job.cache.open(key, prepared.plan.decision)
+    slides = {split: slide_summary(layout) for split, layout in prepared.layouts.items()}
+    return PreparedFeatures(prepared.plan, opened, extracted, prepared.shape_probe_forwards, slides)

@@ -1,12 +1,14 @@
 """Probes: estimators trained on cached float16 features (scikit-learn style fit/predict_proba).
 
 Every probe takes features through `evalsuite.probes.batches.iter_float32_batches`, so none ever
-holds the whole cache as float32.
+holds the whole cache as float32; the slide probes (abmil, meanpool) read one bag of tiles at a time.
 """
 
+from evalsuite.probes.abmil import ABMILProbe
 from evalsuite.probes.fewshot import FewShotProbe
 from evalsuite.probes.knn import KNNProbe
 from evalsuite.probes.linear import LinearProbe
+from evalsuite.probes.meanpool import MeanPoolProbe
 from evalsuite.probes.seg_linear import SegLinearProbe
 from evalsuite.probes.seg_masktransformer import SegMaskTransformerProbe
 
@@ -16,4 +18,6 @@ PROBES = {
     "fewshot": FewShotProbe,
     "seg_linear": SegLinearProbe,
     "seg_masktransformer": SegMaskTransformerProbe,
+    "abmil": ABMILProbe,
+    "meanpool": MeanPoolProbe,
 }

@@ -75,6 +75,8 @@ def soft_dice_loss(logits: torch.Tensor, target: torch.Tensor, num_classes: int,
 class SegmentationProbe(FittedProbe):
     """Base of the segmentation heads: subclasses implement `build_head(dim) -> nn.Module`."""
 
+    inputs = "tokens"
+
     def __init__(self, num_classes: int, lr: float = 1e-3, weight_decay: float = 1e-4, epochs: int = 30,
                  batch_size: int = 16, eval_batch_size: int = 32, dice_weight: float = 1.0,
                  device: torch.device = torch.device("cpu"), seed: int = 0):

@@ -11,6 +11,7 @@ import abc
 
 
 class FittedProbe(abc.ABC):
+    inputs = "vectors"  # what it reads: "vectors" [N, D], "tokens" [N, h, w, D] or "bags" (features.bags.SlideBags)
     seed: int
     selected_params_: dict
 
@@ -20,6 +21,7 @@ class FittedProbe(abc.ABC):
 
 
 class SplitScoringProbe(abc.ABC):
+    inputs = "vectors"
     seed: int
     selected_params_: dict
     interval_unit: str  # what its intervals are, recorded as the run JSON's `intervals_95_unit`

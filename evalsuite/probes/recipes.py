@@ -5,6 +5,7 @@ from pathlib import Path
 
 from evalsuite.errors import EvalsuiteError
 from evalsuite.probes import PROBES
+from evalsuite.tasks.kinds import KINDS
 from evalsuite.tasks.resources import find_yaml, read_yaml_mapping, recipes_dir
 
 
@@ -33,3 +34,16 @@ def load_recipe(name: str) -> ProbeRecipe:
         raise EvalsuiteError(f"probe recipe {path}: field 'params' must be a mapping")
     return ProbeRecipe(name=raw["name"], probe=raw["probe"], params=params, path=path.resolve(),
                        sha256=sha256)
+
+
+def check_recipe_fits(recipe: ProbeRecipe, card) -> ProbeRecipe:
+    """A probe reads one kind of cached feature (`inputs`: vectors, token grids or slide bags); the card's kind
+    decides which its cache holds."""
+    kind = KINDS[card.kind]
+    needed = "bags" if kind.bags else ("tokens" if kind.dense else "vectors")
+    probe_inputs = PROBES[recipe.probe].inputs
+    if probe_inputs != needed:
+        fitting = sorted(name for name, probe in PROBES.items() if probe.inputs == needed)
+        raise EvalsuiteError(f"probe recipe {recipe.path}: probe '{recipe.probe}' reads {probe_inputs} but "
+                             f"{card.kind} task '{card.name}' caches {needed}; use a recipe of {', '.join(fitting)}")
+    return recipe

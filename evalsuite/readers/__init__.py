@@ -18,14 +18,18 @@ from evalsuite.errors import EvalsuiteError
 from evalsuite.readers.bach import BachReader
 from evalsuite.readers.bracs import BracsReader
 from evalsuite.readers.breakhis import BreakhisReader
+from evalsuite.readers.camelyon16 import Camelyon16Reader
 from evalsuite.readers.consep import ConsepReader
 from evalsuite.readers.crc import CrcReader
+from evalsuite.readers.demo_slides import demo_slides_folder
 from evalsuite.readers.hgsc_seg import HgscSegReader
 from evalsuite.readers.hgsc_tiles import HgscTileReader
 from evalsuite.readers.mhist import MhistReader
 from evalsuite.readers.monusac import MonusacReader
+from evalsuite.readers.panda import PandaReader
 from evalsuite.readers.pannuke import PannukeReader
 from evalsuite.readers.pcam import PcamReader
+from evalsuite.readers.slide_csv import SlideCsvReader
 from evalsuite.tasks.resources import shipped_data_dir
 
 READERS = {
@@ -40,9 +44,15 @@ READERS = {
     "pannuke": PannukeReader,
     "consep": ConsepReader,
     "monusac": MonusacReader,
+    "slide_csv": SlideCsvReader,
+    "camelyon16": Camelyon16Reader,
+    "panda": PandaReader,
 }
 
 _PACKAGE_PREFIX = "package:"
+_BUILT_PREFIX = "built:"
+# Data evalsuite makes from what it ships, once, on first use (readers/demo_slides.py says how).
+BUILT_DATA = {"demo_slides": demo_slides_folder}
 
 
 def resolve_data_root(card, data_root: str | None) -> Path:
@@ -52,6 +62,12 @@ def resolve_data_root(card, data_root: str | None) -> Path:
         raise EvalsuiteError(f"task '{card.name}' needs its data: pass --data-root DIR")
     if root.startswith(_PACKAGE_PREFIX):
         return shipped_data_dir() / root[len(_PACKAGE_PREFIX):]
+    if root.startswith(_BUILT_PREFIX):
+        name = root[len(_BUILT_PREFIX):]
+        if name not in BUILT_DATA:
+            raise EvalsuiteError(f"task card {card.path}: data_root '{root}' names no built data; known: "
+                                 f"{', '.join(_BUILT_PREFIX + n for n in BUILT_DATA)}")
+        return BUILT_DATA[name]()
     return Path(root).expanduser()
 
 

@@ -82,7 +82,10 @@ def _card_from_mapping(raw: dict, path: Path, sha256: str) -> TaskCard:
     reader_args = reader.get("args") or {}
     if not isinstance(reader_args, dict):
         raise EvalsuiteError(f"task card {path}: field 'reader.args' must be a mapping")
-    classes = _string_list(raw, path, "classes")
+    # A survival card predicts a risk, not a class: it lists no classes.
+    classes = _string_list(raw, path, "classes") if KINDS[kind].target != "survival" else []
+    if KINDS[kind].target == "survival" and "classes" in raw:
+        raise EvalsuiteError(f"task card {path}: a survival card has no 'classes' (its targets are time and event)")
     splits = _string_list(raw, path, "splits")
     missing_splits = [s for s in REQUIRED_SPLITS if s not in splits]
     if missing_splits:

@@ -13,6 +13,7 @@ from typing import Callable
 from evalsuite.errors import EvalsuiteError
 from evalsuite.metrics.classification import METRICS, classification_split_metrics
 from evalsuite.metrics.segmentation import BACKGROUND, SEGMENTATION_METRICS, segmentation_split_metrics
+from evalsuite.metrics.survival import SURVIVAL_METRICS, survival_split_metrics
 from evalsuite.models.pooling import check_token_rule
 
 DEFAULT_LAYERS = (-1,)  # a segmentation card without `layers` caches the last block's patch tokens
@@ -27,10 +28,16 @@ class TaskKind:
     intervals: bool  # the test split is scored once more with bootstrap intervals over the reader's clusters
     card_fields: tuple  # card fields only this kind accepts
     check_card: Callable  # (raw card mapping, path, classes) -> None; raises EvalsuiteError on a bad kind field
+    samples: str = "images"  # "images": one cached row per sample; "slides": a bag of tile rows per sample
+    target: str = "class"  # "class": a class id; "mask": a label mask; "survival": (time, event), no classes
 
     @property
     def dense(self) -> bool:
         return self.feature == "dense"
+
+    @property
+    def bags(self) -> bool:
+        return self.samples == "slides"
 
 
 def _check_classification_card(raw: dict, path, _classes: list) -> None:
@@ -49,13 +56,39 @@ def _check_segmentation_card(raw: dict, path, classes: list) -> None:
                              f"(negative from the last block), e.g. [-1] or [-4, -3, -2, -1]")
 
 
+TILING_FIELDS = {"target_mpp": float, "tile_size_px": int, "min_tissue_fraction": float, "mpp": float, "max_tiles": int}
+
+
+def _check_slide_card(raw: dict, path, classes: list) -> None:
+    _check_classification_card(raw, path, classes)
+    tiling = raw.get("tiling", {})
+    if not isinstance(tiling, dict) or set(tiling) - set(TILING_FIELDS):
+        raise EvalsuiteError(f"task card {path}: field 'tiling' must be a mapping of {', '.join(TILING_FIELDS)}")
+    for name, value in tiling.items():
+        if value is None and name in ("mpp", "max_tiles"):
+            continue
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0 \
+                or (TILING_FIELDS[name] is int and not isinstance(value, int)):
+            raise EvalsuiteError(f"task card {path}: tiling.{name} must be a positive {TILING_FIELDS[name].__name__}, "
+                                 f"got {value!r}")
+    if tiling.get("min_tissue_fraction", 0) > 1:
+        raise EvalsuiteError(f"task card {path}: tiling.min_tissue_fraction is a fraction in (0, 1]")
+
+
 KINDS = {
     "classification": TaskKind("classification", feature="pooled", selection_metrics=tuple(METRICS),
                                score=classification_split_metrics, intervals=True, card_fields=("pooling",),
                                check_card=_check_classification_card),
     "segmentation": TaskKind("segmentation", feature="dense", selection_metrics=tuple(SEGMENTATION_METRICS),
                              score=segmentation_split_metrics, intervals=False, card_fields=("layers",),
-                             check_card=_check_segmentation_card),
+                             check_card=_check_segmentation_card, target="mask"),
+    # Slide kinds cache every tissue tile's pooled embedding, grouped by slide; their probes score slides.
+    "slide": TaskKind("slide", feature="pooled", selection_metrics=tuple(METRICS), score=classification_split_metrics,
+                      intervals=True, card_fields=("pooling", "tiling"), check_card=_check_slide_card,
+                      samples="slides"),
+    "survival": TaskKind("survival", feature="pooled", selection_metrics=tuple(SURVIVAL_METRICS),
+                         score=survival_split_metrics, intervals=True, card_fields=("pooling", "tiling"),
+                         check_card=_check_slide_card, samples="slides", target="survival"),
 }
 
 

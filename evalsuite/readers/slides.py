@@ -1,0 +1,191 @@
+"""Slide readers: a cohort's slides -> tissue tiles at the card's MPP -> one tile dataset per split.
+
+A slide reader lists `SlideRecord`s per split (readers/slide_manifest.py) and tiles each slide
+(readers/tissue.py) into a `SlideLayout`: the slides kept, each one's tile rows, level-0
+coordinates and pyramid level. The layout is stored with the feature cache, so a resumed or
+finished cache never tiles again and results trace back to slide regions. Slides are tiled in
+DataLoader worker processes. A slide that cannot be tiled (missing, unreadable, no MPP, no
+tissue) stops the run with one line naming it, or with `--skip-bad-slides` is left out and
+listed in the layout's `skipped` (and so in the run JSON).
+"""
+
+import dataclasses
+import zlib
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import torch
+from tqdm import tqdm
+
+from evalsuite.errors import EvalsuiteError
+from evalsuite.readers.base import Reader
+from evalsuite.readers.slide_manifest import SlideRecord
+from evalsuite.readers.tissue import read_tile_at, tile_grid
+from evalsuite.readers.wsi import cached_slide, slide_mpp
+from evalsuite.tasks.kinds import KINDS
+
+TILING_DEFAULTS = {"target_mpp": 0.5, "tile_size_px": 224, "min_tissue_fraction": 0.5, "mpp": None, "max_tiles": None}
+
+
+@dataclass
+class SlideLayout:
+    """Where each slide's tiles are: slide i holds tile rows offsets[i]:offsets[i + 1]."""
+    slide_ids: list
+    paths: list  # str, as tiled
+    offsets: np.ndarray  # int64 [slides + 1]
+    coords_level0: np.ndarray  # int64 [tiles, 2]: (x, y) of each tile's top-left corner at level 0
+    levels: list  # the pyramid level read for each slide
+    read_sizes_px: list  # tile side read at that level
+    tile_size_px: int
+    skipped: list = field(default_factory=list)  # [{"slide": id, "path": ..., "reason": one line}]
+
+    @property
+    def tiles(self) -> int:
+        return int(self.offsets[-1])
+
+    def slide_of_tile(self) -> np.ndarray:
+        return np.repeat(np.arange(len(self.slide_ids)), np.diff(self.offsets))
+
+    def to_manifest(self) -> dict:
+        return {"slides": {"ids": self.slide_ids, "paths": self.paths, "offsets": self.offsets.tolist(),
+                           "levels": self.levels, "read_sizes_px": self.read_sizes_px,
+                           "tile_size_px": self.tile_size_px, "skipped": self.skipped}}
+
+    @classmethod
+    def from_manifest(cls, manifest: dict, coords_level0: np.ndarray) -> "SlideLayout":
+        slides = manifest["slides"]
+        return cls(slides["ids"], slides["paths"], np.asarray(slides["offsets"], dtype=np.int64), coords_level0,
+                   slides["levels"], slides["read_sizes_px"], slides["tile_size_px"], slides["skipped"])
+
+
+def tiling_of(card) -> dict:
+    return {**TILING_DEFAULTS, **(card.extra.get("tiling") or {})}
+
+
+class _TileOneSlide(torch.utils.data.Dataset):
+    """Item i: slide i's tile grid, or the one-line reason it has none (tiled in a worker process)."""
+
+    def __init__(self, records: list, tiling: dict):
+        self.records, self.tiling = records, tiling
+
+    def __len__(self) -> int:
+        return len(self.records)
+
+    def __getitem__(self, index: int):
+        record = self.records[index]
+        try:
+            slide = cached_slide(record.path)
+            mpp = slide_mpp(slide, record.mpp if record.mpp is not None else self.tiling["mpp"])
+            grid = tile_grid(slide, mpp, self.tiling["target_mpp"], self.tiling["tile_size_px"],
+                             self.tiling["min_tissue_fraction"])
+        except EvalsuiteError as exc:
+            return index, None, str(exc)
+        return index, _at_most(grid, self.tiling["max_tiles"], record.slide_id), None
+
+
+def _at_most(grid, max_tiles: int | None, slide_id: str):
+    """A seeded random subset of `max_tiles` tissue tiles (eva's protocols cap tiles per slide), kept in grid order;
+    the seed is the slide id's CRC-32, so a slide gets the same tiles in every run and every cohort."""
+    if not max_tiles or len(grid.coords_level0) <= max_tiles:
+        return grid
+    rng = np.random.default_rng(zlib.crc32(slide_id.encode()))
+    chosen = np.sort(rng.choice(len(grid.coords_level0), size=max_tiles, replace=False))
+    return dataclasses.replace(grid, coords_level0=grid.coords_level0[chosen], tissue_fraction=grid.tissue_fraction[chosen])
+
+
+def tile_slides(records: list, tiling: dict, skip_bad: bool, num_workers: int, description: str) -> SlideLayout:
+    loader = torch.utils.data.DataLoader(_TileOneSlide(records, tiling), batch_size=None,
+                                         num_workers=min(num_workers, len(records)))
+    grids, skipped = {}, []
+    for index, grid, error in tqdm(loader, total=len(records), desc=f"{description}: tissue", unit="slide",
+                                   leave=False):
+        if error is None:
+            grids[index] = grid
+            continue
+        if not skip_bad:
+            raise EvalsuiteError(f"{error} (or pass --skip-bad-slides to leave such slides out)")
+        skipped.append({"slide": records[index].slide_id, "path": str(records[index].path), "reason": error})
+    kept = [i for i in range(len(records)) if i in grids]
+    if not kept:
+        raise EvalsuiteError(f"{description}: no slide could be tiled ({len(skipped)} skipped: "
+                             f"{skipped[0]['reason'] if skipped else 'empty split'})")
+    counts = [len(grids[i].coords_level0) for i in kept]
+    return SlideLayout([records[i].slide_id for i in kept], [str(records[i].path) for i in kept],
+                       np.concatenate([[0], np.cumsum(counts)]).astype(np.int64),
+                       np.concatenate([grids[i].coords_level0 for i in kept]).astype(np.int64),
+                       [int(grids[i].level) for i in kept], [int(grids[i].read_size_px) for i in kept],
+                       int(tiling["tile_size_px"]), skipped)
+
+
+class SlideTiles(torch.utils.data.Dataset):
+    """Every tile of a layout in row order: items (transform(tile), slide number); `labels` = slide number."""
+
+    def __init__(self, layout: SlideLayout, transform):
+        self.layout, self.transform = layout, transform
+        self.labels = layout.slide_of_tile()
+
+    def __len__(self) -> int:
+        return self.layout.tiles
+
+    def __getitem__(self, index: int):
+        slide_index = int(self.labels[index])
+        layout = self.layout
+        slide = cached_slide(Path(layout.paths[slide_index]))
+        tile = read_tile_at(slide, tuple(layout.coords_level0[index]), layout.levels[slide_index],
+                            layout.read_sizes_px[slide_index], layout.tile_size_px)
+        return self.transform(tile), slide_index
+
+
+class SlideReader(Reader):
+    """A reader of slide records; subclasses give `records()` (every split's, checked)."""
+
+    interval_unit = "patient"
+
+    def __init__(self, card, data_root: Path, check_counts: bool = True):
+        self.card, self.data_root, self.check_counts = card, Path(data_root), check_counts
+        self.survival = KINDS[card.kind].target == "survival"
+        self._records = None
+        self._kept = {}  # split -> slide ids whose features are cached (bad slides skipped)
+
+    def records(self) -> list[SlideRecord]:
+        raise NotImplementedError
+
+    def split_records(self, split: str) -> list[SlideRecord]:
+        self.check_split(split, self.card.splits)
+        if self._records is None:
+            self._records = self.records()
+        return [r for r in self._records if r.split == split]
+
+    def tile(self, split: str, skip_bad: bool, num_workers: int) -> SlideLayout:
+        return tile_slides(self.split_records(split), tiling_of(self.card), skip_bad, num_workers,
+                           f"{self.card.name}/{split}")
+
+    def dataset(self, split: str, transform):
+        raise EvalsuiteError(f"task '{self.card.name}' is slide-level: its tiles come from `tile()`")
+
+    def keep(self, split: str, slide_ids: list) -> None:
+        """The slides of `split` the features cover, in cache order; targets and groups follow them."""
+        known = {r.slide_id for r in self.split_records(split)}
+        missing = [s for s in slide_ids if s not in known]
+        if missing:
+            raise EvalsuiteError(f"the cached {split} split holds slide '{missing[0]}' that the manifest no longer "
+                                 "lists: remove the task's cache (`evalsuite cache ls`, then `evalsuite cache rm KEY`)")
+        self._kept[split] = list(slide_ids)
+
+    def _kept_records(self, split: str) -> list[SlideRecord]:
+        by_id = {r.slide_id: r for r in self.split_records(split)}
+        return [by_id[s] for s in self._kept.get(split, list(by_id))]
+
+    def targets(self, split: str) -> np.ndarray:
+        """int64 class ids [slides], or float64 [slides, 2] (time, event) for survival."""
+        values = [r.target for r in self._kept_records(split)]
+        return np.array(values, dtype=np.float64) if self.survival else np.array(values, dtype=np.int64)[:, 0]
+
+    def groups(self, split: str) -> list:
+        return [r.patient for r in self._kept_records(split)]
+
+    def slides_fingerprint(self, split: str) -> list:
+        """What the cache key takes from the slide list: each slide's id, path and file size."""
+        return [[r.slide_id, str(r.path), r.path.stat().st_size if r.path.is_file() else None, r.mpp]
+                for r in self.split_records(split)]

@@ -1,0 +1,120 @@
+"""Bad slide-task input through the CLI: one line naming the problem, exit 2, nothing on the leaderboard."""
+
+import csv
+import json
+import shutil
+
+import numpy as np
+import pytest
+from conftest import assert_one_line_error, leaderboard_rows, run_cli
+
+from evalsuite.readers.demo_slides import demo_slides_folder, write_pyramid_tiff
+
+MODEL = ["--model", "test_vit", "--random-init", "--num-workers", "0"]
+SURVIVAL_CARD = """name: tiny_survival
+kind: survival
+reader: {name: slide_csv, args: {manifest: slides.csv}}
+splits: [train, val, test]
+tiling: {target_mpp: 0.5, tile_size_px: 224, min_tissue_fraction: 0.5}
+selection_metric: c_index
+probes: [meanpool]
+"""
+CLASS_CARD = """name: tiny_slides
+kind: slide
+reader: {name: slide_csv, args: {manifest: slides.csv}}
+classes: [stroma, tumour]
+splits: [train, val, test]
+tiling: {target_mpp: 0.5, tile_size_px: 224, min_tissue_fraction: 0.5}
+selection_metric: balanced_accuracy
+probes: [meanpool]
+"""
+
+
+def _cohort(root, extra_rows=(), survival=False, per_split=(3, 2, 2)):
+    """A small cohort of demo slides (both classes per split) plus `extra_rows`, and its card."""
+    demo = demo_slides_folder()
+    with open(demo / "slides.csv", newline="") as handle:
+        demo_rows = list(csv.DictReader(handle))
+    rows = []
+    for split, count in zip(("train", "val", "test"), per_split):
+        for label in ("stroma", "tumour"):
+            for row in [r for r in demo_rows if r["split"] == split and r["label"] == label][:count]:
+                shutil.copyfile(demo / row["slide_path"], root / row["slide_path"])
+                target = {"time": str(10.0 if label == "tumour" else 30.0), "event": "1"} if survival \
+                    else {"label": label}
+                rows.append({"slide_path": row["slide_path"], "split": split, **target})
+    rows += [dict(r) for r in extra_rows]
+    columns = ["slide_path", "split", "time", "event"] if survival else ["slide_path", "split", "label"]
+    with open(root / "slides.csv", "w", newline="") as handle:
+        writer = csv.DictWriter(handle, columns)
+        writer.writeheader()
+        writer.writerows(rows)
+    card = root / "card.yaml"
+    card.write_text((SURVIVAL_CARD if survival else CLASS_CARD) + f"data_root: {root}\n")
+    return card
+
+
+def _run(card, out, *extra):
+    return run_cli("run", "--task", card, *MODEL, "--out", out, *extra)
+
+
+def _assert_refused(result, out, *fragments):
+    assert_one_line_error(result, *fragments)
+    assert result.returncode == 2
+    assert not leaderboard_rows(out) and not list(out.glob("runs/*.json"))
+
+
+def test_missing_slide(tmp_path):
+    card = _cohort(tmp_path, [{"slide_path": "gone.svs", "split": "test", "label": "tumour"}])
+    _assert_refused(_run(card, tmp_path / "out"), tmp_path / "out", "gone.svs", "--skip-bad-slides")
+
+
+def test_corrupt_slide_file(tmp_path):
+    (tmp_path / "broken.svs").write_text("not a slide\n")
+    card = _cohort(tmp_path, [{"slide_path": "broken.svs", "split": "train", "label": "stroma"}])
+    _assert_refused(_run(card, tmp_path / "out"), tmp_path / "out", "broken.svs")
+
+
+def test_slide_without_tissue(tmp_path):
+    blank = np.full((1024, 1024, 3), 241, dtype=np.uint8)
+    write_pyramid_tiff(tmp_path / "blank.svs", blank, aperio=True)
+    card = _cohort(tmp_path, [{"slide_path": "blank.svs", "split": "val", "label": "stroma"}])
+    _assert_refused(_run(card, tmp_path / "out"), tmp_path / "out", "blank.svs", "tissue")
+
+
+def test_label_not_in_the_card_classes(tmp_path):
+    card = _cohort(tmp_path, [{"slide_path": "x.svs", "split": "train", "label": "necrosis"}])
+    _assert_refused(_run(card, tmp_path / "out"), tmp_path / "out", "necrosis", "classes")
+
+
+def test_negative_survival_time(tmp_path):
+    card = _cohort(tmp_path, [{"slide_path": "x.svs", "split": "train", "time": "-3", "event": "1"}], survival=True)
+    _assert_refused(_run(card, tmp_path / "out"), tmp_path / "out", "-3", "negative")
+
+
+@pytest.mark.slow
+def test_skip_bad_slides_records_them_and_goes_on(tmp_path):
+    (tmp_path / "broken.svs").write_text("not a slide\n")
+    card = _cohort(tmp_path, [{"slide_path": "gone.svs", "split": "test", "label": "tumour"},
+                              {"slide_path": "broken.svs", "split": "train", "label": "stroma"}])
+    out = tmp_path / "out"
+    result = _run(card, out, "--skip-bad-slides")
+    assert result.returncode == 0, result.stderr
+    record = json.loads(next(out.glob("runs/*.json")).read_text())
+    skipped = {split: [s["slide"] for s in info["skipped"]] for split, info in record["slides"].items()}
+    assert skipped == {"train": ["broken"], "val": [], "test": ["gone"]}
+    assert record["slides"]["test"]["slides"] == 4 and record["config"]["skip_bad_slides"] is True
+    assert {int(r["n_samples"]) for r in leaderboard_rows(out) if r["split"] == "test"} == {4}
+
+
+@pytest.mark.slow
+def test_survival_cohort_runs_and_scores_a_concordance_index(tmp_path):
+    card = _cohort(tmp_path, survival=True, per_split=(4, 2, 3))
+    out = tmp_path / "out"
+    result = _run(card, out)
+    assert result.returncode == 0, result.stderr
+    rows = [r for r in leaderboard_rows(out) if r["split"] == "test"]
+    assert {r["metric"] for r in rows} == {"c_index"}
+    record = json.loads(next(out.glob("runs/*.json")).read_text())
+    low, high = record["probes"][0]["intervals_95"]["test"]["c_index"]
+    assert low <= record["probes"][0]["metrics"]["test"]["c_index"] <= high
