@@ -2,6 +2,7 @@
 
 import csv
 import hashlib
+import json
 import os
 import tempfile
 from pathlib import Path
@@ -30,6 +31,18 @@ REPO = Path(__file__).resolve().parents[1]
 _PROGRESS = re.compile(r"\|\s*\d+/\d+ \[")  # a tqdm progress-bar redraw
 
 
+@pytest.fixture(scope="module")
+def one_torch_thread():
+    """Tiny networks on a 2-core host shared with other jobs: OpenMP's second thread mostly waits for a core (a slide
+    probe fit took 10x longer with two threads than with one under load), so a module using this computes on one."""
+    import torch
+
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
 def run_cli(*args, cwd=None, env=None, timeout=600) -> subprocess.CompletedProcess:
     """`python -m evalsuite ARGS` with the test's interpreter; returns the completed process."""
     full_env = {**os.environ, "PYTHONUNBUFFERED": "1", **(env or {})}
@@ -42,6 +55,18 @@ def run_benchmark(name: str, *args, tmp_path: Path, timeout: int = 300) -> subpr
     env = {**os.environ, "PYTHONUNBUFFERED": "1", "TQDM_DISABLE": "1", "TMPDIR": str(tmp_path)}
     return subprocess.run([sys.executable, str(REPO / "benchmarks" / name), *map(str, args)], cwd=tmp_path, env=env,
                           capture_output=True, text=True, timeout=timeout)
+
+
+def cache_manifests(out_dir: Path) -> dict:
+    """{split: manifest} of the feature caches under `out_dir`; a manifest being replaced right now is skipped."""
+    found = {}
+    for path in (Path(out_dir) / "cache").glob("*/manifest.json"):
+        try:
+            manifest = json.loads(path.read_text())
+        except ValueError:
+            continue
+        found[manifest["fields"]["split"]] = manifest
+    return found
 
 
 def leaderboard_rows(out_dir: Path) -> list[dict]:

@@ -24,7 +24,7 @@ from evalsuite.metrics.classification import METRICS
 from evalsuite.metrics.survival import SURVIVAL_METRICS
 from evalsuite.probes.base import FittedProbe
 from evalsuite.probes.batches import epoch_permutation
-from evalsuite.probes.cox import check_slide_targets, cox_loss, is_survival
+from evalsuite.probes.cox import check_train_val, cox_loss
 from evalsuite.probes.linear import balanced_class_weights
 
 
@@ -119,10 +119,8 @@ class ABMILProbe(FittedProbe):
         self.seed = seed
 
     def fit(self, bags, targets, val_bags, val_targets, selection_metric: str = "balanced_accuracy"):
-        self.survival_ = is_survival(targets)
-        targets = check_slide_targets(bags, targets, self.num_classes, "abmil probe train split", training=True)
-        val_targets = check_slide_targets(val_bags, val_targets, self.num_classes, "abmil probe val split",
-                                          training=False)
+        self.survival_, targets, val_targets = check_train_val("abmil", bags, targets, val_bags, val_targets,
+                                                                self.num_classes)
         score = (SURVIVAL_METRICS if self.survival_ else METRICS)[selection_metric]
         # A private copy of the global RNGs, seeded: the network's init and dropout masks follow the seed, and the
         # caller's random state is left as it was.

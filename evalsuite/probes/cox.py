@@ -51,3 +51,10 @@ def check_slide_targets(bags, targets, num_classes: int, what: str, training: bo
                              f"got shape {np.shape(targets)}")
     # The class check takes a feature array only for its shape: an empty [slides, 0] one stands in for the bags.
     return check_features_labels(np.empty((len(bags), 0), np.float16), targets, num_classes, what)
+
+
+def check_train_val(probe: str, bags, targets, val_bags, val_targets, num_classes: int) -> tuple:
+    """(survival?, checked train targets, checked val targets) of a slide probe's fit."""
+    return (is_survival(targets),
+            check_slide_targets(bags, targets, num_classes, f"{probe} probe train split", training=True),
+            check_slide_targets(val_bags, val_targets, num_classes, f"{probe} probe val split", training=False))

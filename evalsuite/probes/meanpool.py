@@ -19,7 +19,7 @@ import torch
 from evalsuite.metrics.survival import SURVIVAL_METRICS
 from evalsuite.probes.base import FittedProbe
 from evalsuite.probes.batches import BatchSource, iter_float32_batches
-from evalsuite.probes.cox import check_slide_targets, cox_loss, is_survival
+from evalsuite.probes.cox import check_train_val, cox_loss
 from evalsuite.probes.linear import LinearProbe, _as_list
 
 
@@ -50,10 +50,8 @@ class MeanPoolProbe(FittedProbe):
         self.seed = seed
 
     def fit(self, bags, targets, val_bags, val_targets, selection_metric: str = "balanced_accuracy"):
-        self.survival_ = is_survival(targets)
-        targets = check_slide_targets(bags, targets, self.num_classes, "meanpool probe train split", training=True)
-        val_targets = check_slide_targets(val_bags, val_targets, self.num_classes, "meanpool probe val split",
-                                          training=False)
+        self.survival_, targets, val_targets = check_train_val("meanpool", bags, targets, val_bags, val_targets,
+                                                                self.num_classes)
         pooled, val_pooled = mean_pool(bags), mean_pool(val_bags)
         if self.survival_:
             self._fit_cox(pooled, targets, val_pooled, val_targets, selection_metric)

@@ -9,7 +9,7 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import assert_one_line_error, leaderboard_rows, run_cli
+from conftest import assert_one_line_error, cache_manifests, leaderboard_rows, run_cli
 
 pytestmark = pytest.mark.slow
 
@@ -23,14 +23,7 @@ def _start(out: Path, *extra, new_group: bool = False) -> subprocess.Popen:
 
 
 def _manifest(out: Path, split: str) -> dict | None:
-    for path in (out / "cache").glob("*/manifest.json"):
-        try:
-            manifest = json.loads(path.read_text())
-        except ValueError:
-            continue
-        if manifest["fields"]["split"] == split:
-            return manifest
-    return None
+    return cache_manifests(out).get(split)
 
 
 def _done(manifest) -> int:

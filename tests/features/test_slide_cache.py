@@ -8,7 +8,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import leaderboard_rows, run_cli
+from conftest import cache_manifests, leaderboard_rows, run_cli
 
 pytestmark = pytest.mark.slow
 
@@ -20,24 +20,13 @@ RUN = ["run", "--task", "demo_slide", "--probes", "meanpool", "--chunk-rows", "8
 FILES = ("features.npy", "labels.npy", "coords_level0.npy")
 
 
-def _manifests(out: Path) -> dict:
-    found = {}
-    for path in (out / "cache").glob("*/manifest.json"):
-        try:
-            manifest = json.loads(path.read_text())
-        except ValueError:
-            continue
-        found[manifest["fields"]["split"]] = manifest
-    return found
-
-
 def _done(manifest) -> int:
     return sum(chunk["done"] for chunk in manifest["chunks"]) if manifest else 0
 
 
 def _cache_bytes(out: Path) -> dict:
     return {(split, name): (out / "cache" / manifest["key"] / name).read_bytes()
-            for split, manifest in _manifests(out).items() for name in FILES}
+            for split, manifest in cache_manifests(out).items() for name in FILES}
 
 
 @pytest.fixture(scope="module")
@@ -53,17 +42,17 @@ def test_sigkill_mid_slide_then_rerun_gives_byte_identical_slide_caches(referenc
     process = subprocess.Popen([sys.executable, "-m", "evalsuite", *RUN, "--out", str(out)],
                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     deadline = time.monotonic() + 300
-    while time.monotonic() < deadline and process.poll() is None and _done(_manifests(out).get("train")) < 5:
+    while time.monotonic() < deadline and process.poll() is None and _done(cache_manifests(out).get("train")) < 5:
         time.sleep(0.02)
     process.kill()
     process.wait()
-    killed = _manifests(out)["train"]
+    killed = cache_manifests(out)["train"]
     assert not killed["complete"] and 5 <= _done(killed) < len(killed["chunks"])
     kept = {i: c["written_utc"] for i, c in enumerate(killed["chunks"]) if c["done"]}
 
     rerun = run_cli(*RUN, "--out", out)
     assert rerun.returncode == 0, rerun.stderr
-    resumed = _manifests(out)["train"]
+    resumed = cache_manifests(out)["train"]
     assert {i: resumed["chunks"][i]["written_utc"] for i in kept} == kept  # finished chunks were not redone
     assert resumed["slides"] == killed["slides"]  # the tiling was read back from the cache, not redone
     assert _cache_bytes(out) == _cache_bytes(reference)
@@ -93,7 +82,7 @@ def test_budget_counts_slides_times_tiles_times_dim(reference):
     assert result.returncode == 0, result.stderr
     plan = json.loads(result.stdout)
     tiles = {split: len(np.load(reference / "cache" / m["key"] / "coords_level0.npy"))
-             for split, m in _manifests(reference).items()}
+             for split, m in cache_manifests(reference).items()}
     for split_plan in plan["splits"]:
         assert split_plan["samples"] == tiles[split_plan["split"]] and split_plan["cached"]
         assert split_plan["cache_bytes"] == tiles[split_plan["split"]] * split_plan["row_shape"][0] * 2

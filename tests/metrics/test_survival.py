@@ -20,15 +20,7 @@ from evalsuite.metrics.survival import (
 from evalsuite.probes.cox import cox_loss
 from evalsuite.probes.meanpool import MeanPoolProbe
 
-
-@pytest.fixture(autouse=True, scope="module")
-def one_thread():
-    """These networks are tiny: on a 2-core host shared with other jobs, OpenMP's second thread mostly waits for a
-    core (a fit took 10x longer with two threads than with one under load), so the module computes on one."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 def _tied_censored(n: int, seed: int):

@@ -20,14 +20,7 @@ MEANPOOL_FAST = {"lr": [0.01], "weight_decay": [0.0], "epochs": 40, "batch_size"
                  "cox_weight_decay": [0.01, 0.1], "cox_epochs": 150}
 
 
-@pytest.fixture(autouse=True, scope="module")
-def one_thread():
-    """These networks are tiny: on a 2-core host shared with other jobs, OpenMP's second thread mostly waits for a
-    core (a fit took 10x longer with two threads than with one under load), so the module computes on one."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 def _bags(per_slide: list[np.ndarray]) -> SlideBags:
