@@ -2,49 +2,63 @@
 
 What is measured
 ----------------
-The offline demo slides (``evalsuite.readers.demo_slides.demo_slides_folder()``, built on first use under
-``EVALSUITE_DATA_HOME``; ``--slides N`` takes N of them, evenly spaced over the manifest so both the SVS-like and
-the generic-TIFF files are in) are tiled once as a run tiles them (``evalsuite.readers.slides.tile_slides`` with
-the ``demo_slide`` card's tiling: tissue detection in DataLoader workers). A backbone (``--model``, default
-``efficientnet_lite0_imagenet``, the run's default model, built by
-``evalsuite.models.backbones.build_backbone``; ``--random-init`` for seeded random weights, which do not change
-the timing) then embeds every tile, two ways, alternately, ``--rounds`` times:
+``--slides N`` of the offline demo slides (``evalsuite.readers.demo_slides.demo_slides_folder()``, built on first
+use under ``EVALSUITE_DATA_HOME``, by default a temporary folder here; the N are evenly spaced over the manifest,
+so SVS-like and generic-TIFF files and all three splits are in) are tiled once as a run tiles them
+(``evalsuite.readers.slides.tile_slides`` with the ``demo_slide`` card's tiling: tissue detection in DataLoader
+workers). A backbone (``--model``, default ``efficientnet_lite0_imagenet``, the run's default model, built by
+``evalsuite.models.backbones.build_backbone``; ``--random-init`` for seeded random weights, same timing) then
+embeds every tile two (or three) ways, the order rotating every round, ``--rounds`` times:
 
 - ``full pipeline``: ``FeatureCache.start_or_resume`` with the slide ``CacheLayout``
-  (``evalsuite.features.slide_features.cache_layout``: chunks that never cross a slide, the slide table in the
-  manifest, ``coords_level0.npy``) and ``evalsuite.features.extract.extract_to_cache`` exactly as a run calls it
-  on a ``SlideTiles`` dataset: ``--num-workers`` DataLoader workers, each reading tiles with OpenSlide
-  (``read_region`` on its own cached handles) and transforming them, the forward in channels-last memory format
-  (for a CNN) under ``torch.inference_mode()`` and the compute precision, the NaN / float16-range checks, the
-  float16 chunk buffer, and per chunk (= per slide here) a pwrite, fsync, sha256 and atomic manifest update;
-  then ``finish``.
+  (``evalsuite.features.slide_features.cache_layout``: chunks never cross a slide, the slide table in the
+  manifest, ``coords_level0.npy`` beside it) and ``evalsuite.features.extract.extract_to_cache`` as a run calls it
+  on a ``SlideTiles`` dataset: ``--num-workers`` DataLoader workers, each reading tiles with OpenSlide on its own
+  cached handles and transforming them; the forward in the memory format extraction uses (channels-last for a
+  CNN) under ``torch.inference_mode()`` and the compute precision; the NaN / float16-range checks, the float16
+  chunk buffer, and per chunk (one slide here) a pwrite, fsync, sha256 and atomic manifest update; ``finish``.
 - ``pure forward``: ``backbone.pooled_features`` on the same batches (the chunk-aligned batches
-  ``extract_to_cache`` makes: at most ``--batch-size`` tiles, never across a slide), already read, transformed,
-  stacked and converted to the same memory format in RAM, under the same precision; nothing else.
-A third, ``pure forward, full batches``, runs the same tiles in batches of exactly ``--batch-size`` across slide
-boundaries: what the forward would cost if slide chunks did not cut batches short.
+  ``extract_to_cache`` makes: at most ``--batch-size`` tiles, never across a slide), read, transformed, stacked
+  and put in the same memory format beforehand, in RAM; same threads and precision; nothing else.
+- with ``--full-batches``, ``pure forward, full batches``: the same tiles in batches of exactly ``--batch-size``
+  across slides: whether slide-bounded batches (10-14 tiles on the demo slides, up to ``--batch-size`` on real
+  ones) cost anything. (Seen: no; efficientnet_lite0 ran 1.5-1.7x slower per tile in batches of 64 than of ~11
+  on the 2-core host, from page faults on its larger activation buffers.)
+Before the rounds, one untimed pipeline run warms everything up (kernels for every batch shape, the slide
+files into the page cache: the timed runs are warm runs) and is where the peak RSS is measured.
 
 How to read it
 --------------
-- ``pipeline / pure forward`` is the headline (issue #16's target: <= 1.15 on CPU), given as the ratio of the
-  medians, the fastest of each (other load only ever adds time) and the median of the back-to-back pairs.
-- The ``pipeline:`` rows split its wall time: cache setup, forward (timed inside the pipeline through
-  ``extract_to_cache``'s ``features_of``), chunk writes (pwrite + fsync + sha256 + manifest) and the rest (waiting
-  for the workers, the checks and float16 conversion, ``finish``). ``forward`` above ``pure forward`` means the
-  workers' decoding took cores from the forward.
-- The ``separately:`` rows: tiling (tissue detection, once per split, not in the ratio), reading + transforming
-  every tile in one process with one torch thread (what the workers do), the DataLoader's start-up to its first
-  batch (paid once per split, however fast the workers are).
-- ``peak RSS``: ``VmHWM`` of this process over one pipeline run (the untimed warm-up run, before anything is
-  pre-decoded, after ``echo 5 > /proc/self/clear_refs`` reset the peak), beside the RSS before it (interpreter,
-  torch, backbone, tile layout); the DataLoader workers are separate processes, their own ``VmHWM`` is sampled
-  at every chunk write (shared copy-on-write pages count in each).
-The slide files are in the page cache after the warm-up run (a warm run); cold reads from a network file system
-would add to the pipeline's side. Timings are wall clock on whatever else the machine runs: compare rows of one
-run, not runs.
+- ``pipeline / pure forward`` is the headline (issue #16's target: <= 1.15 on CPU), as the fastest of each (on a
+  shared machine other load only ever adds time), the medians and the median of back-to-back pairs.
+- ``steady state``: the pipeline less its one-off start-up (until the first forward: forking the workers, their
+  first slide opens and tiles) and its end (after the last chunk: ``finish``, stopping the workers), i.e. the
+  per-tile cost a split much larger than this one approaches.
+- The ``pipeline:`` rows split its wall time; ``between batches`` is waiting for the workers plus the checks and
+  float16 conversion. ``forward`` in the pipeline above ``pure forward``: the workers took CPU from the forward.
+- ``other load``: CPUs busy with other processes during a measurement (``/proc/stat`` less this process's and
+  its reaped workers' CPU time). With a 2-thread forward on 2 cores, one busy core stalls every parallel region:
+  forwards then take 3-5x longer. Rows measured under other load say little; compare quiet ones.
+- ``separately:``: tiling (once per split, not in the ratio) and reading + transforming every tile in one
+  process with one torch thread (a worker's work).
+- ``peak RSS``: ``VmHWM`` of this process over the warm-up pipeline run (reset with ``echo 5 >
+  /proc/self/clear_refs`` just before it, nothing pre-decoded yet) beside the RSS before it (interpreter, torch,
+  backbone, tile layout). The workers are separate processes; their ``VmHWM``, sampled at every chunk write, is
+  printed after it (pages shared copy-on-write with this process count in each).
+Timings are wall clock: compare rows of one run, not runs.
 
-Run: ``python benchmarks/slide_extract.py`` (defaults: every demo slide, batch 64, workers, threads and precision
-as ``evalsuite run`` picks them here, 3 rounds; about 2-3 minutes on 2 cores).
+Seen on the project's 2-core AVX2 host (quiet, efficientnet_lite0, 136 tiles): pipeline / pure forward 1.33
+(steady state 1.25) with the run's 1 worker + 2 threads, the forward itself 1.20x slower inside the pipeline;
+1.16-1.23 with ``--num-workers 0`` (forward undisturbed, the 3.4 ms/tile of reading and transforming serial).
+Reading + transforming a tile costs ~3.3 ms on one thread (OpenSlide ``read_region`` ~2 ms, ``ToTensor`` ~0.45,
+``Normalize`` ~0.2) against ~23-26 ms of forward, and on 2 cores the worker can only take it from the forward.
+That forward is itself ~40 % kernel time there (page faults on activation buffers glibc maps and unmaps per
+call); with ``MALLOC_MMAP_THRESHOLD_`` and ``MALLOC_TRIM_THRESHOLD_`` at 4 GiB it runs ~2x faster and the
+pipeline's ratio rises to ~2.1 (1 worker) and ~1.5 (no worker): the fixed cost of decoding weighs more.
+
+Run: ``python benchmarks/slide_extract.py`` (defaults: 12 demo slides (about 140 tiles), batch 64, workers,
+threads and precision as ``evalsuite run`` picks them here, 5 rounds; about 1 minute on 2 quiet cores, up to 3
+under load).
 """
 
 import argparse
@@ -58,11 +72,12 @@ from pathlib import Path
 
 from _shared import format_table, machine_line
 
-DEFAULT_SLIDES = 10  # ~115 tiles: five rounds of three measurements stay within ~3 minutes on 2 busy cores
-HEADER = ("measurement", "median s", "range s", "ms/tile", "/ pure forward")
+DEFAULT_SLIDES = 12  # ~140 tiles: 5 rounds of 2 measurements take ~1 minute on 2 quiet cores
+QUIET_CPUS = 0.25  # other load below this is a quiet measurement
+HEADER = ("measurement", "median s", "range s", "ms/tile", "/ pure forward", "other load")
 
 
-# --- memory --------------------------------------------------------------------------------------
+# --- machine state -------------------------------------------------------------------------------
 
 def read_status(pid="self") -> dict:
     """VmRSS and VmHWM of a process in MiB (empty when it has gone)."""
@@ -97,25 +112,35 @@ def child_pids() -> list[int]:
         return []
 
 
+class OtherLoad:
+    """CPUs used by other processes over a stretch of wall time: the machine's busy time (/proc/stat, steal
+    included) less this process's and its reaped children's CPU time."""
+
+    def __enter__(self):
+        self.started, self.busy, self.own = time.perf_counter(), self._machine_busy(), self._own()
+        return self
+
+    def __exit__(self, *exc_info):
+        wall = time.perf_counter() - self.started
+        others = (self._machine_busy() - self.busy) - (self._own() - self.own)
+        self.cpus = max(0.0, others / wall) if wall > 0 else 0.0
+
+    @staticmethod
+    def _machine_busy() -> float:
+        try:
+            with open("/proc/stat") as handle:
+                user, nice, system, _idle, _iowait, irq, softirq, steal = map(int, handle.readline().split()[1:9])
+        except (OSError, ValueError):
+            return 0.0
+        return (user + nice + system + irq + softirq + steal) / os.sysconf("SC_CLK_TCK")
+
+    @staticmethod
+    def _own() -> float:
+        times = os.times()
+        return times.user + times.system + times.children_user + times.children_system
+
+
 # --- setup ---------------------------------------------------------------------------------------
-
-def demo_records(count: int | None):
-    """(card, the first `count` demo slide records evenly spaced over the manifest, how many there are)."""
-    import numpy as np
-
-    from evalsuite.readers import build_reader
-    from evalsuite.tasks.cards import load_card
-
-    card = load_card("demo_slide")
-    reader = build_reader(card)
-    records = [record for split in card.splits for record in reader.split_records(split)]
-    if count is None or count >= len(records):
-        if count is not None and count > len(records):
-            raise SystemExit(f"slide_extract: --slides {count} but the demo has {len(records)} slides")
-        return card, records, len(records)
-    chosen = np.unique(np.linspace(0, len(records) - 1, count).round().astype(int))
-    return card, [records[i] for i in chosen], len(records)
-
 
 def use_benchmark_data_home() -> None:
     """Unless EVALSUITE_DATA_HOME says otherwise, the demo slides are built in a temporary folder named after
@@ -129,16 +154,37 @@ def use_benchmark_data_home() -> None:
                           str(Path(tempfile.gettempdir()) / f"evalsuite-bench-data-{os.getuid()}-{digest}"))
 
 
+def demo_records(count: int):
+    """(card, `count` demo slide records evenly spaced over the manifest, how many the demo has)."""
+    import numpy as np
+
+    from evalsuite.readers import build_reader
+    from evalsuite.tasks.cards import load_card
+
+    card = load_card("demo_slide")
+    reader = build_reader(card)
+    records = [record for split in card.splits for record in reader.split_records(split)]
+    if count > len(records):
+        raise SystemExit(f"slide_extract: --slides {count} but the demo has {len(records)} slides")
+    chosen = np.unique(np.linspace(0, len(records) - 1, count).round().astype(int))
+    return card, [records[i] for i in chosen], len(records)
+
+
+# --- the measurements ----------------------------------------------------------------------------
+
 class TimedForward:
-    """features_of for extract_to_cache: the backbone's pooled features, with the time they took."""
+    """features_of for extract_to_cache: the backbone's pooled features, timed, with the first call's start and
+    the last call's end."""
 
     def __init__(self, backbone):
-        self.backbone, self.seconds = backbone, 0.0
+        self.backbone, self.seconds, self.first_start, self.last_end = backbone, 0.0, None, None
 
     def __call__(self, images):
         started = time.perf_counter()
         output = self.backbone.pooled_features(images)
-        self.seconds += time.perf_counter() - started
+        self.last_end = time.perf_counter()
+        self.seconds += self.last_end - started
+        self.first_start = self.first_start or started
         return output
 
 
@@ -151,67 +197,61 @@ def time_pipeline(backbone, dataset, layout, root: Path, row_shape, chunk_rows, 
     cache = FeatureCache(root)
     key = "slide-extract"
     forward = TimedForward(backbone)
-    writes = {"seconds": 0.0, "chunks": 0}
+    writes = {"seconds": 0.0, "chunks": 0, "last_end": None}
     workers_peak = {}
     baseline = read_status()["VmRSS"]
     reset = reset_peak()
-    started = time.perf_counter()
-    writer = cache.start_or_resume(key, (len(dataset), *row_shape), dataset.labels,
-                                   {"benchmark": "slide_extract", "model": backbone.name}, chunk_rows, {},
-                                   cache_layout(layout, chunk_rows))
-    setup = time.perf_counter() - started
-    write_chunk = writer.write_chunk
+    with OtherLoad() as load:
+        started = time.perf_counter()
+        writer = cache.start_or_resume(key, (len(dataset), *row_shape), dataset.labels,
+                                       {"benchmark": "slide_extract", "model": backbone.name}, chunk_rows, {},
+                                       cache_layout(layout, chunk_rows))
+        setup = time.perf_counter() - started
+        write_chunk = writer.write_chunk
 
-    def timed_write_chunk(index, rows):
-        began = time.perf_counter()
-        write_chunk(index, rows)
-        writes["seconds"] += time.perf_counter() - began
-        writes["chunks"] += 1
-        for pid in child_pids():  # the workers are alive until the loop ends
-            peak = read_status(pid).get("VmHWM")
-            if peak:
-                workers_peak[pid] = max(peak, workers_peak.get(pid, 0.0))
+        def timed_write_chunk(index, rows):
+            began = time.perf_counter()
+            write_chunk(index, rows)
+            writes["last_end"] = time.perf_counter()
+            writes["seconds"] += writes["last_end"] - began
+            writes["chunks"] += 1
+            for pid in child_pids():  # the workers are alive until the loop ends
+                peak = read_status(pid).get("VmHWM")
+                if peak:
+                    workers_peak[pid] = max(peak, workers_peak.get(pid, 0.0))
 
-    writer.write_chunk = timed_write_chunk
-    forwarded = extract_to_cache(backbone, dataset, writer, device, batch_size=args.batch_size,
-                                 num_workers=args.num_workers, precision=args.precision,
-                                 description="slide_extract", features_of=forward, show_progress=False)
-    total = time.perf_counter() - started
+        writer.write_chunk = timed_write_chunk
+        forwarded = extract_to_cache(backbone, dataset, writer, device, batch_size=args.batch_size,
+                                     num_workers=args.num_workers, precision=args.precision,
+                                     description="slide_extract", features_of=forward, show_progress=False)
+        ended = time.perf_counter()
     peak = read_status()["VmHWM"]
     if forwarded != len(dataset) or not cache.is_complete(key):
         raise SystemExit(f"slide_extract: the pipeline forwarded {forwarded} of {len(dataset)} tiles")
     shutil.rmtree(root, ignore_errors=True)
-    return {"total": total, "setup": setup, "forward": forward.seconds, "writes": writes["seconds"],
-            "chunks": writes["chunks"], "rest": total - setup - forward.seconds - writes["seconds"],
+    total = ended - started
+    startup = forward.first_start - started - setup
+    tail = ended - writes["last_end"]
+    return {"total": total, "setup": setup, "startup": startup, "forward": forward.seconds, "writes": writes["seconds"],
+            "chunks": writes["chunks"], "tail": tail,
+            "between": total - setup - startup - forward.seconds - writes["seconds"] - tail,
+            "steady": total - setup - startup - tail, "load": load.cpus,
             "baseline_mib": baseline, "peak_mib": peak, "peak_reset": reset,
             "workers_peak_mib": sorted(workers_peak.values())}
 
 
-def time_first_batch(dataset, batches, num_workers: int, device) -> float:
-    """DataLoader start-up to the first batch, built as extract_to_cache builds it."""
-    import torch
-
-    from evalsuite.runtime.devices import loader_kwargs
-
-    started = time.perf_counter()
-    loader = torch.utils.data.DataLoader(dataset, batch_sampler=batches, **loader_kwargs(device, num_workers))
-    iterator = iter(loader)
-    next(iterator)
-    seconds = time.perf_counter() - started
-    del iterator  # stops the workers
-    return seconds
-
-
-def time_pure_forward(backbone, decoded, device, precision) -> float:
+def time_pure_forward(backbone, decoded, device, precision) -> dict:
     import torch
 
     from evalsuite.runtime.precision import autocast_context
 
-    started = time.perf_counter()
-    with torch.inference_mode(), autocast_context(device, precision):
-        for images in decoded:
-            backbone.pooled_features(images)
-    return time.perf_counter() - started
+    with OtherLoad() as load:
+        started = time.perf_counter()
+        with torch.inference_mode(), autocast_context(device, precision):
+            for images in decoded:
+                backbone.pooled_features(images)
+        seconds = time.perf_counter() - started
+    return {"total": seconds, "load": load.cpus}
 
 
 def run(args) -> None:
@@ -224,7 +264,7 @@ def run(args) -> None:
     from evalsuite.models.backbones import build_backbone
     from evalsuite.models.transforms import build_transform
     from evalsuite.readers.slides import SlideTiles, tile_slides, tiling_of
-    from evalsuite.runtime.cpus import use_threads, usable_cpus
+    from evalsuite.runtime.cpus import usable_cpus, use_threads
     from evalsuite.runtime.precision import autocast_context, resolve_precision
 
     if not Path("/proc/self/status").is_file():
@@ -260,95 +300,109 @@ def run(args) -> None:
     parent = Path(args.tmp_dir) if args.tmp_dir else Path(tempfile.gettempdir())
     parent.mkdir(parents=True, exist_ok=True)
     workdir = Path(tempfile.mkdtemp(prefix="evalsuite-slide-extract-", dir=parent))
-    pure, full, pipelines = [], [], []
+    results = {"pure": [], "full": [], "pipeline": []}
     try:
-        # Warm-up and the memory measurement: one whole pipeline run before anything is pre-decoded, so its peak
-        # is a run's (first slide opens, kernels, allocator); it also puts the slide files in the page cache.
+        # Warm-up and the memory measurement: one whole pipeline run before anything is pre-decoded.
         warm = time_pipeline(backbone, dataset, layout, workdir / "warm-up", row_shape, chunk_rows, args, device)
         print(f"  warm-up pipeline run: {warm['total']:.2f} s, peak RSS {warm['peak_mib']:.0f} MiB",
               file=sys.stderr, flush=True)
 
-        # Pre-read and transform every tile (timed, with the one thread torch gives each DataLoader worker).
+        # Read and transform every tile (timed, with the one thread torch gives each DataLoader worker).
         memory_format = _memory_format(backbone.model)
-        torch.set_num_threads(1 if args.num_workers > 0 else threads)
+        decode_threads = 1 if args.num_workers > 0 else threads
+        torch.set_num_threads(decode_threads)
         decode_started = time.perf_counter()
         images = [dataset[i][0] for i in range(tiles)]
         decode_seconds = time.perf_counter() - decode_started
         torch.set_num_threads(threads)
         decoded = [torch.stack([images[i] for i in batch]).contiguous(memory_format=memory_format)
                    for batch in batches]
-        stacked = torch.stack(images)
+        full_batches = []
+        if args.full_batches:
+            stacked = torch.stack(images)
+            full_batches = [stacked[i:i + args.batch_size].contiguous(memory_format=memory_format)
+                            for i in range(0, tiles, args.batch_size)]
+            del stacked
+            with torch.inference_mode(), autocast_context(device, precision):  # the full batches' shapes are new
+                for batch in {tuple(batch.shape): batch for batch in full_batches}.values():
+                    backbone.pooled_features(batch)
         del images
-        full_batches = [stacked[i:i + args.batch_size].contiguous(memory_format=memory_format)
-                        for i in range(0, tiles, args.batch_size)]
-        del stacked
-        with torch.inference_mode(), autocast_context(device, precision):  # the full batches' shapes are new
-            for images in {tuple(batch.shape): batch for batch in full_batches}.values():
-                backbone.pooled_features(images)
 
+        kinds = ("pure", "pipeline", "full") if args.full_batches else ("pure", "pipeline")
         for number in range(args.rounds):
-            # Rotate which goes first, so a slow stretch of a shared machine hits every measurement alike.
-            order = ("pure", "pipeline", "full")[number % 3:] + ("pure", "pipeline", "full")[:number % 3]
-            for which in order:
-                if which == "pure":
-                    pure.append(time_pure_forward(backbone, decoded, device, precision))
-                elif which == "full":
-                    full.append(time_pure_forward(backbone, full_batches, device, precision))
+            # Rotate the order, so a slow stretch of a shared machine hits every measurement alike.
+            for kind in kinds[number % len(kinds):] + kinds[:number % len(kinds)]:
+                if kind == "pipeline":
+                    results[kind].append(time_pipeline(backbone, dataset, layout, workdir / f"round-{number}",
+                                                       row_shape, chunk_rows, args, device))
                 else:
-                    pipelines.append(time_pipeline(backbone, dataset, layout, workdir / f"round-{number}",
-                                                   row_shape, chunk_rows, args, device))
-            print(f"  round {number + 1}/{args.rounds}: pure forward {pure[-1]:.2f} s, full batches {full[-1]:.2f} s, "
-                  f"pipeline {pipelines[-1]['total']:.2f} s", file=sys.stderr, flush=True)
-        first_batch = [time_first_batch(dataset, batches, args.num_workers, device) for _ in range(min(3, args.rounds))]
+                    results[kind].append(time_pure_forward(backbone, decoded if kind == "pure" else full_batches,
+                                                           device, precision))
+            print(f"  round {number + 1}/{args.rounds}: " + ", ".join(
+                f"{kind} {results[kind][-1]['total']:.2f} s (other load {results[kind][-1]['load']:.2f} CPUs)"
+                for kind in kinds), file=sys.stderr, flush=True)
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
+    report(args, results, warm, tiles, len(records), threads, decode_threads, decode_seconds, tiling_seconds,
+           usable_cpus(), device)
 
+
+def report(args, results, warm, tiles, slides, threads, decode_threads, decode_seconds, tiling_seconds, cpus,
+           device) -> None:
     median = statistics.median
-    pure_s = median(pure)
+    pure, full, pipelines = results["pure"], results["full"], results["pipeline"]
+    pure_fast, pure_median = min(p["total"] for p in pure), median(p["total"] for p in pure)
 
-    def row(name, values):
-        values = values if isinstance(values, list) else [values]
+    def row(name, runs, part="total", load=True):
+        values = [run[part] for run in runs] if isinstance(runs, list) else [runs]
         middle = median(values)
         spread = f"{min(values):.2f}-{max(values):.2f}" if len(values) > 1 else "-"
-        return [name, f"{middle:.3f}", spread, f"{1000 * middle / tiles:.2f}", f"{middle / pure_s:.3f}"]
+        loads = f"{median(run['load'] for run in runs):.2f}" if load and isinstance(runs, list) else "-"
+        return [name, f"{middle:.3f}", spread, f"{1000 * middle / tiles:.2f}", f"{middle / pure_median:.3f}", loads]
 
-    totals = [p["total"] for p in pipelines]
     table = [row("pure forward (pre-decoded, the pipeline's batches)", pure),
-             row(f"pure forward, full batches of {args.batch_size} across slides", full),
-             row("full pipeline (extract_to_cache, slide cache)", totals),
-             row("  pipeline: cache setup", [p["setup"] for p in pipelines]),
-             row("  pipeline: forward", [p["forward"] for p in pipelines]),
-             row(f"  pipeline: chunk writes ({pipelines[0]['chunks']})", [p["writes"] for p in pipelines]),
-             row("  pipeline: rest (loader wait, checks, fp16, finish)", [p["rest"] for p in pipelines]),
-             row(f"separately: tiling {len(records)} slides (tissue detection)", tiling_seconds),
-             row(f"separately: read + transform, 1 process, {1 if args.num_workers > 0 else threads} thread(s)",
-                 decode_seconds),
-             row("separately: loader start-up to first batch", first_batch)]
+             *([row(f"pure forward, full batches of {args.batch_size} across slides", full)] if full else []),
+             row("full pipeline (extract_to_cache, slide cache)", pipelines),
+             row("  pipeline: cache setup", pipelines, "setup", False),
+             row("  pipeline: start-up to the first forward", pipelines, "startup", False),
+             row("  pipeline: forward", pipelines, "forward", False),
+             row(f"  pipeline: chunk writes ({pipelines[0]['chunks']})", pipelines, "writes", False),
+             row("  pipeline: between batches (loader waits, checks, fp16)", pipelines, "between", False),
+             row("  pipeline: after the last chunk (finish, workers stop)", pipelines, "tail", False),
+             row(f"separately: tiling {slides} slides (tissue detection)", tiling_seconds),
+             row(f"separately: read + transform, 1 process, {decode_threads} thread(s)", decode_seconds)]
     print(machine_line(device))
     print(format_table(HEADER, table, left=1))
     print()
-    paired = [total / seconds for total, seconds in zip(totals, pure)]
-    print(f"pipeline / pure forward: {min(totals) / min(pure):.3f} (fastest of {args.rounds} each), "
-          f"{median(totals) / pure_s:.3f} (medians), {median(paired):.3f} (median of the {args.rounds} back-to-back "
-          f"pairs: {', '.join(f'{r:.3f}' for r in paired)}); issue #16 target <= 1.15 on CPU")
-    steady = (min(totals) - min(first_batch)) / min(pure)
-    print(f"pipeline less its one-off loader start-up / pure forward: {steady:.3f} (fastest): the per-tile "
-          f"overhead, what remains on a split much larger than {tiles} tiles")
-    print(f"pipeline / pure forward in full batches: {min(totals) / min(full):.3f} (fastest); slide-bounded "
-          f"batches / full batches, pure forward: {min(pure) / min(full):.3f} (fastest)")
+    totals = [p["total"] for p in pipelines]
+    paired = [p["total"] / q["total"] for p, q in zip(pipelines, pure)]
+    print(f"pipeline / pure forward: {min(totals) / pure_fast:.3f} (fastest of {args.rounds} each), "
+          f"{median(totals) / pure_median:.3f} (medians), {median(paired):.3f} (median of the {args.rounds} "
+          f"back-to-back pairs: {', '.join(f'{r:.3f}' for r in paired)}); issue #16 target <= 1.15 on CPU")
+    print(f"steady state (pipeline less its one-off start-up and end) / pure forward: "
+          f"{min(p['steady'] for p in pipelines) / pure_fast:.3f} (fastest): the per-tile cost a split much larger "
+          f"than {tiles} tiles approaches")
     inside = [p["forward"] for p in pipelines]
-    print(f"forward inside the pipeline / pure forward: {min(inside) / min(pure):.3f} (fastest), "
-          f"{median(inside) / pure_s:.3f} (medians); above 1: the workers' reading and transforming took cores "
-          f"from the forward")
-    decode_ms, forward_ms = 1000 * decode_seconds / tiles, 1000 * min(pure) / tiles
-    print(f"per tile: read + transform {decode_ms:.2f} ms (1 thread), forward {forward_ms:.2f} ms ({threads} "
-          f"thread(s)): {decode_ms / forward_ms:.2f} of the forward; {args.num_workers} worker(s) + {threads} forward "
-          f"thread(s) on {usable_cpus()} usable CPU(s)")
+    print(f"forward inside the pipeline / pure forward: {min(inside) / pure_fast:.3f} (fastest), "
+          f"{median(inside) / pure_median:.3f} (medians); above 1: the workers took CPU from the forward")
+    if full:
+        print(f"slide-bounded batches / full batches of {args.batch_size}, pure forward: "
+              f"{pure_fast / min(f['total'] for f in full):.3f} (fastest)")
+    decode_ms, forward_ms = 1000 * decode_seconds / tiles, 1000 * pure_fast / tiles
+    print(f"per tile: read + transform {decode_ms:.2f} ms ({decode_threads} thread(s)), forward {forward_ms:.2f} ms "
+          f"({threads} thread(s), fastest): {decode_ms / forward_ms:.2f} of the forward; {args.num_workers} worker(s) "
+          f"+ {threads} forward thread(s) on {cpus} usable CPU(s)")
+    fastest_pure = min(pure, key=lambda p: p["total"])
+    fastest_pipeline = min(pipelines, key=lambda p: p["total"])
+    quiet = max(fastest_pure["load"], fastest_pipeline["load"]) < QUIET_CPUS
+    print(f"other load: {fastest_pure['load']:.2f} CPUs during the fastest pure forward, "
+          f"{fastest_pipeline['load']:.2f} during the fastest pipeline"
+          + ("" if quiet else f" - above {QUIET_CPUS}: the machine was busy, the ratios above are unreliable; "
+                              f"rerun with more --rounds or on a quiet machine"))
+    print(f"tiles/s: pipeline {tiles / min(totals):.1f}, pure forward {tiles / pure_fast:.1f} (fastest)")
     workers = warm["workers_peak_mib"]
-    print(f"tiles/s: pipeline {tiles / min(totals):.1f}, pure forward {tiles / min(pure):.1f} (fastest), pipeline "
-          f"{tiles / median(totals):.1f}, pure forward {tiles / pure_s:.1f} (medians)")
     print(f"peak RSS of the pipeline run: {warm['peak_mib']:.0f} MiB (VmHWM; {warm['baseline_mib']:.0f} MiB before "
-          f"it, so +{warm['peak_mib'] - warm['baseline_mib']:.0f} MiB)"
+          f"it, +{warm['peak_mib'] - warm['baseline_mib']:.0f} MiB)"
           + ("" if warm["peak_reset"] else " [VmHWM could not be reset: the peak includes the setup]")
           + (f"; DataLoader workers: {', '.join(f'{w:.0f}' for w in workers)} MiB each (VmHWM)" if workers else ""))
 
@@ -366,8 +420,8 @@ def parse_args(argv=None):
     parser.add_argument("--random-init", action="store_true",
                         help="seeded random weights instead of the model's own (same timing; e.g. for test_vit)")
     parser.add_argument("--slides", type=int, default=DEFAULT_SLIDES,
-                        help="demo slides to use, evenly spaced over the manifest (default: %(default)s, about 140 "
-                             "tiles; the demo has 52, about 620 tiles)")
+                        help="demo slides, evenly spaced over the manifest (default: %(default)s, about 140 tiles; "
+                             "the demo has 52, about 620 tiles)")
     parser.add_argument("--batch-size", type=int, default=64, help="extraction batch (default: 64, as a run)")
     parser.add_argument("--num-workers", type=int, default=default_num_workers(),
                         help=f"DataLoader workers (default: {default_num_workers()}, as a run on this machine)")
@@ -376,9 +430,12 @@ def parse_args(argv=None):
     parser.add_argument("--precision", choices=["auto", "bf16", "fp16", "fp32"], default="auto",
                         help="compute precision (default: auto, resolved as a run resolves it for the model here)")
     parser.add_argument("--rounds", type=int, default=5, help="timed rounds of each measurement (default: 5)")
+    parser.add_argument("--full-batches", action="store_true",
+                        help="also time the pure forward in batches of exactly --batch-size across slides (adds "
+                             "about half to the run)")
     parser.add_argument("--tmp-dir", default=None, help="parent folder of the temporary caches (default: $TMPDIR)")
     args = parser.parse_args(argv)
-    if args.slides is not None and args.slides < 1:
+    if args.slides < 1:
         parser.error("--slides must be >= 1")
     if args.batch_size < 1 or args.rounds < 1:
         parser.error("--batch-size and --rounds must be >= 1")

@@ -26,20 +26,31 @@ rows asked for). Page-cache pages are not the fit process's RSS either way.
 
 How to read it
 --------------
-- ``rise`` should be flat in the slide count: a probe holds at most a batch of bags (ABMIL: 32 training bags
-  of at most 1000 sampled tiles, or an evaluation group of at most 16384 padded tiles, upcast to float32, plus
-  the activations; mean pool: one bag at a time, then [slides, D] slide vectors), never the split. The headline
-  is the rise at the largest count over the rise at the smallest (flat = about 1), next to the ratio of the
-  cache sizes: a probe that held the cache would grow with it.
+- ``rise`` should not grow with the slide count: a probe holds at most a batch of bags (ABMIL: 32 training bags of
+  at most 1000 sampled tiles, or an evaluation group of at most 16384 padded tiles, upcast to float32, plus the
+  activations; mean pool: one bag at a time, then [slides, D] slide vectors), never the split. The headline is
+  the rise at the largest count over the rise at the smallest, next to the ratio of the cache sizes; the next line
+  gives the rise's growth between consecutive sizes next to the cache's (a probe holding the cache: as much).
+- With glibc's default (dynamic) mmap threshold a fit's peak also holds freed blocks the allocator kept: the
+  threshold rises to the size of each large block freed, and blocks under it (up to 32 MiB) are then served from
+  and returned to the heap, which grows with the number and mix of batches until it levels off. So a small split
+  (few batches) shows a lower rise than a large one, and the rise flattens as the splits grow (ABMIL at D=384:
+  ~170-190 MiB at 50 slides, ~250-270 at 200, ~280 at 800, ~275 at 2000). ``--mmap-threshold 131072`` fixes the
+  threshold at glibc's initial value, so freed blocks go back at once and the peak follows what is live (ABMIL at
+  D=384: ~116-120 MiB at 50 and at 800 slides, fits ~1.7x slower from the extra page faults).
+- ABMIL's training and evaluation loops build the next padded batch while the previous one is still referenced
+  (the loop variables), so from the second batch on they hold two (at D=1536, a 16384-tile evaluation group is
+  ~95 MiB): another constant, but a split of a single group shows only one.
 - ``rise / cache`` falls as the cache grows when the rise is flat.
 Absolute numbers depend on the torch build and the allocator; compare rows of one run.
 
 Run: ``python benchmarks/slide_probe_memory.py`` (defaults: 50 200 800 slides x 500 tiles x 384 dims, caches of
-about 18, 73 and 293 MiB, 2 epochs; about 2-3 minutes on 2 cores). The temporary folder needs the largest cache's
+about 19, 73 and 288 MiB, 2 epochs; about 1.5 minutes on 2 cores). The temporary folder needs the largest cache's
 size free; each cache is removed after its fits.
 """
 
 import argparse
+import itertools
 import json
 import os
 import shutil
@@ -167,8 +178,9 @@ def worker_fit(args) -> dict:
 def spawn_fit(args, path: Path, probe: str) -> dict:
     command = [sys.executable, str(Path(__file__).resolve()), "--worker", "fit", "--path", str(path), "--probe", probe,
                "--epochs", str(args.epochs), "--dim", str(args.dim)]
-    env = {**os.environ, "TQDM_DISABLE": "1", "PYTHONUNBUFFERED": "1"}
-    done = subprocess.run(command, capture_output=True, text=True, env=env)
+    env = {**os.environ, "TQDM_DISABLE": "1", "PYTHONUNBUFFERED": "1",
+           **({"MALLOC_MMAP_THRESHOLD_": str(args.mmap_threshold)} if args.mmap_threshold is not None else {})}
+    done = subprocess.run(command, capture_output=True, text=True, env=env, check=False)
     results = [line for line in done.stdout.splitlines() if line.startswith("RESULT ")]
     if done.returncode != 0 or not results:
         sys.stderr.write(done.stdout + done.stderr)
@@ -197,7 +209,9 @@ def run(args) -> None:
     workdir = Path(tempfile.mkdtemp(prefix="evalsuite-slide-probe-memory-", dir=parent))
     print(f"slide_probe_memory: {sizes} slides x ~{args.tiles} tiles x {args.dim} dims float16, probes "
           f"{', '.join(args.probes)} ({args.epochs} epoch(s)), page cache "
-          f"{'dropped then re-read' if args.reread else 'dropped'} before each fit; work folder {workdir}",
+          f"{'dropped then re-read' if args.reread else 'dropped'} before each fit, glibc mmap threshold "
+          f"{'dynamic (the default)' if args.mmap_threshold is None else f'fixed at {args.mmap_threshold} bytes'}; "
+          f"work folder {workdir}",
           file=sys.stderr, flush=True)
     rows, results, notes = [], {}, []
     try:
@@ -206,8 +220,8 @@ def run(args) -> None:
             path = write_cache(workdir / f"slides-{slides}", slides, args.tiles, args.dim)
             tiles = len(np.load(path, mmap_mode="r"))
             cache_mib = path.stat().st_size / MIB
-            print(f"  {slides} slides: {tiles} tiles, {cache_mib:.0f} MiB written in {time.perf_counter() - started:.1f} s",
-                  file=sys.stderr, flush=True)
+            print(f"  {slides} slides: {tiles} tiles, {cache_mib:.0f} MiB written in "
+                  f"{time.perf_counter() - started:.1f} s", file=sys.stderr, flush=True)
             for probe in args.probes:
                 drop_from_page_cache(path, args.reread)
                 fit = spawn_fit(args, path, probe)
@@ -218,7 +232,8 @@ def run(args) -> None:
                 print(f"  {slides} slides, {probe}: fit + predict {fit['seconds']:.1f} s, rise {rise:.0f} MiB, "
                       f"train accuracy {fit['accuracy']:.2f}", file=sys.stderr, flush=True)
                 rows.append([slides, tiles, f"{cache_mib:.1f}", probe, f"{fit['baseline_mib']:.0f}",
-                             f"{fit['peak_mib']:.0f}", f"{rise:.1f}", f"{rise / cache_mib:.3f}", f"{fit['seconds']:.1f}"])
+                             f"{fit['peak_mib']:.0f}", f"{rise:.1f}", f"{rise / cache_mib:.3f}",
+                             f"{fit['seconds']:.1f}"])
                 if not fit["peak_reset"]:
                     notes.append(f"{slides} slides {probe}: VmHWM could not be reset; the peak includes the setup")
             shutil.rmtree(path.parent, ignore_errors=True)
@@ -234,7 +249,19 @@ def run(args) -> None:
                        for probe in args.probes)
     print(f"RSS rise {large} / {small} slides: {ratios}; cache size ratio {cache_ratio:.2f} "
           f"(flat = about 1: the fit does not hold the cache)")
+    if len(sizes) > 2:
+        def step(probe, a, b):  # rise growth next to cache growth from a to b slides
+            (rise_a, cache_a), (rise_b, cache_b) = results[(a, probe)], results[(b, probe)]
+            return f"{rise_b - rise_a:+.0f} MiB ({a}->{b}, cache {cache_b - cache_a:+.0f} MiB)"
+
+        steps = "; ".join(f"{probe} " + ", ".join(step(probe, a, b) for a, b in itertools.pairwise(sizes))
+                          for probe in args.probes)
+        print(f"rise growth between consecutive sizes: {steps}; a probe holding the cache grows by the cache's growth "
+              f"at every step")
     print("rise = VmHWM over the open + fit + predict, after a reset, minus the RSS before it; cache = features.npy")
+    if args.mmap_threshold is None:
+        print("glibc's dynamic mmap threshold keeps freed blocks of up to 32 MiB in the heap: a fit's peak creeps up "
+              "with its number of batches until it levels off; --mmap-threshold 131072 shows what is live")
     for note in notes:
         print(note)
 
@@ -254,6 +281,10 @@ def parse_args(argv=None):
                         help="training epochs of each probe (default: 2; the recipes' 100 only take longer)")
     parser.add_argument("--no-reread", dest="reread", action="store_false",
                         help="leave the cache out of the page cache before each fit instead of reading it once")
+    parser.add_argument("--mmap-threshold", type=int, default=None, metavar="BYTES",
+                        help="run the fits with MALLOC_MMAP_THRESHOLD_=BYTES: glibc then returns every freed block "
+                             "of at least BYTES at once, so the peak follows what is live (default: glibc's dynamic "
+                             "threshold, as a run has it)")
     parser.add_argument("--tmp-dir", default=None, help="parent folder of the temporary caches (default: $TMPDIR)")
     # Internal: one measured fit in this (fresh) process.
     parser.add_argument("--worker", choices=["fit"], help=argparse.SUPPRESS)
@@ -264,6 +295,8 @@ def parse_args(argv=None):
         parser.error("--slides must be >= 2 (the probes need both classes)")
     if args.tiles < 1 or args.dim < SIGNAL_DIMS or args.epochs < 1:
         parser.error(f"--tiles and --epochs must be >= 1, --dim >= {SIGNAL_DIMS}")
+    if args.mmap_threshold is not None and args.mmap_threshold < 0:
+        parser.error("--mmap-threshold must be >= 0")
     if args.worker and not (args.path and args.probe):
         parser.error("--worker needs --path and --probe")
     return args

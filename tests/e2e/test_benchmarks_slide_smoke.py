@@ -12,7 +12,8 @@ from conftest import run_benchmark
 def test_slide_extract_tiny(tmp_path):
     # Two demo slides (about 25 tiles), a tiny random-init ViT, one DataLoader worker, one round.
     result = run_benchmark("slide_extract.py", "--model", "test_vit", "--random-init", "--slides", 2,
-                           "--batch-size", 8, "--num-workers", 1, "--threads", 1, "--rounds", 1, tmp_path=tmp_path)
+                           "--batch-size", 8, "--num-workers", 1, "--threads", 1, "--rounds", 1, "--full-batches",
+                           tmp_path=tmp_path)
     assert result.returncode == 0, result.stdout + result.stderr
     lines = result.stdout.splitlines()
     assert lines[0].startswith("machine: ") and "torch " in lines[0], result.stdout
