@@ -180,15 +180,19 @@ class ABMILProbe(FittedProbe):
         batch_size = self.survival_batch_size if self.survival_ else self.batch_size
         tile_counts = np.minimum(bags.tile_counts, self.max_tiles_train)
         for start in range(0, len(order), batch_size):
-            indices = order[start : start + batch_size]
-            tiles, mask = padded_batch(bags, indices, tile_counts[indices], device=self.device,
-                                       read=lambda i: sampled_rows(bags, i, self.max_tiles_train, tile_generator))
-            loss = loss_of(self.model_(tiles, mask), torch.from_numpy(indices).to(self.device))
-            if loss is None:
-                continue
-            optimizer.zero_grad(set_to_none=True)
-            loss.backward()
-            optimizer.step()
+            self._train_step(bags, order[start : start + batch_size], tile_counts, loss_of, optimizer, tile_generator)
+
+    def _train_step(self, bags, indices, tile_counts, loss_of, optimizer, tile_generator) -> None:
+        # One step per call: its padded batch and graph are freed on return, before the next batch is built (in
+        # the loop body they stayed alive while the next one was padded: two batches at the peak).
+        tiles, mask = padded_batch(bags, indices, tile_counts[indices], device=self.device,
+                                   read=lambda i: sampled_rows(bags, i, self.max_tiles_train, tile_generator))
+        loss = loss_of(self.model_(tiles, mask), torch.from_numpy(indices).to(self.device))
+        if loss is None:
+            return
+        optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        optimizer.step()
 
     def _loss_function(self, targets: np.ndarray):
         """loss(outputs [b, outputs], slide indices [b]) -> scalar, or None for a survival batch without events."""
@@ -213,6 +217,9 @@ class ABMILProbe(FittedProbe):
         counts = bags.tile_counts
         out = np.empty((len(bags), self.model_.classifier[-1].out_features), dtype=np.float32)
         for group in size_groups(counts, self.eval_batch_tiles):
-            tiles, mask = padded_batch(bags, group, counts[group], read=bags.bag, device=self.device)
-            out[group] = self.model_(tiles, mask).float().cpu().numpy()
+            out[group] = self._group_outputs(bags, group, counts)
         return out
+
+    def _group_outputs(self, bags, group, counts) -> np.ndarray:
+        tiles, mask = padded_batch(bags, group, counts[group], read=bags.bag, device=self.device)
+        return self.model_(tiles, mask).float().cpu().numpy()  # the padded group is freed on return
