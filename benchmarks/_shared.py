@@ -24,3 +24,30 @@ def format_table(header: list, rows: list, left: int = 0) -> str:
                          for i, (c, w) in enumerate(zip(row, widths))).rstrip()
 
     return "\n".join([line(header), line(["-" * w for w in widths]), *map(line, rows)])
+
+
+STATUS_FIELDS = ("VmRSS", "VmHWM", "RssAnon", "RssFile", "RssShmem")
+
+
+def read_status(pid="self", wanted=STATUS_FIELDS) -> dict:
+    """Memory fields of /proc/<pid>/status in MiB (empty when the process has gone)."""
+    values = {}
+    try:
+        with open(f"/proc/{pid}/status") as handle:
+            for line in handle:
+                name, _, rest = line.partition(":")
+                if name in wanted:
+                    values[name] = int(rest.split()[0]) / 1024  # kB -> MiB
+    except OSError:
+        pass
+    return values
+
+
+def reset_peak() -> bool:
+    """Reset VmHWM to the current RSS; False when the kernel refuses (then the peak includes the setup)."""
+    try:
+        with open("/proc/self/clear_refs", "w") as handle:
+            handle.write("5")
+        return True
+    except OSError:
+        return False

@@ -51,7 +51,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from _shared import format_table
+from _shared import format_table, read_status, reset_peak
 
 GRID = 16  # rows are GRID x GRID x CHANNELS values
 CHANNELS = 256
@@ -66,26 +66,8 @@ HEADER = ("size GiB", "mode", "rows", "extract peak MiB", "fit peak MiB", "basel
 
 # --- measurement helpers (used inside the worker subprocesses) ------------------------------------
 
-def read_status() -> dict:
-    """VmRSS, VmHWM, RssAnon, RssFile, RssShmem of this process in MiB."""
-    wanted = {"VmRSS", "VmHWM", "RssAnon", "RssFile", "RssShmem"}
-    values = {}
-    with open("/proc/self/status") as handle:
-        for line in handle:
-            name, _, rest = line.partition(":")
-            if name in wanted:
-                values[name] = int(rest.split()[0]) / 1024  # kB -> MiB
-    return values
 
 
-def reset_peak() -> bool:
-    """Reset VmHWM to the current RSS; False when the kernel refuses (then the peak includes setup)."""
-    try:
-        with open("/proc/self/clear_refs", "w") as handle:
-            handle.write("5")
-        return True
-    except OSError:
-        return False
 
 
 def rows_for(size_gib: float) -> int:

@@ -70,7 +70,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from _shared import format_table, machine_line
+from _shared import format_table, machine_line, read_status, reset_peak
 
 DEFAULT_SLIDES = 12  # ~140 tiles: 5 rounds of 2 measurements take ~1 minute on 2 quiet cores
 QUIET_CPUS = 0.25  # other load below this is a quiet measurement
@@ -79,28 +79,8 @@ HEADER = ("measurement", "median s", "range s", "ms/tile", "/ pure forward", "ot
 
 # --- machine state -------------------------------------------------------------------------------
 
-def read_status(pid="self") -> dict:
-    """VmRSS and VmHWM of a process in MiB (empty when it has gone)."""
-    values = {}
-    try:
-        with open(f"/proc/{pid}/status") as handle:
-            for line in handle:
-                name, _, rest = line.partition(":")
-                if name in ("VmRSS", "VmHWM"):
-                    values[name] = int(rest.split()[0]) / 1024
-    except OSError:
-        pass
-    return values
 
 
-def reset_peak() -> bool:
-    """VmHWM back to the current RSS; False when the kernel refuses (the peak then includes the setup)."""
-    try:
-        with open("/proc/self/clear_refs", "w") as handle:
-            handle.write("5")
-        return True
-    except OSError:
-        return False
 
 
 def child_pids() -> list[int]:

@@ -60,7 +60,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from _shared import format_table, machine_line
+from _shared import format_table, machine_line, read_status, reset_peak
 
 MIB = 1024**2
 SEED = 16
@@ -116,25 +116,8 @@ def drop_from_page_cache(path: Path, reread: bool) -> None:
 
 # --- one measured fit (fresh subprocess) ---------------------------------------------------------
 
-def read_status() -> dict:
-    """VmRSS, VmHWM, RssAnon, RssFile of this process in MiB."""
-    wanted = {"VmRSS", "VmHWM", "RssAnon", "RssFile"}
-    values = {}
-    with open("/proc/self/status") as handle:
-        for line in handle:
-            name, _, rest = line.partition(":")
-            if name in wanted:
-                values[name] = int(rest.split()[0]) / 1024
-    return values
 
 
-def reset_peak() -> bool:
-    try:
-        with open("/proc/self/clear_refs", "w") as handle:
-            handle.write("5")
-        return True
-    except OSError:
-        return False
 
 
 def make_probe(name: str, epochs: int):
