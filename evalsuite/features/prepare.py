@@ -212,7 +212,8 @@ def prepare_features(config, card, reader, backbone, device, dist=Dist()) -> Pre
         with job.cache.lock(key) if dist.is_main else contextlib.nullcontext():
             extracted[split] = _extract_split(job, split, prepared)
         if dist.is_main:
-            opened[split] = open_bags(job.cache, key, prepared.plan.decision, reader, split) if prepared.layouts \
+            opened[split] = open_bags(job.cache, key, prepared.plan.decision, reader, split,
+                                   prepared.layouts[split]) if prepared.layouts \
                 else job.cache.open(key, prepared.plan.decision)
     slides = {split: slide_summary(layout) for split, layout in prepared.layouts.items()}
     return PreparedFeatures(prepared.plan, opened, extracted, prepared.shape_probe_forwards, slides)

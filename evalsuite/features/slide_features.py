@@ -52,10 +52,10 @@ def cache_layout(layout: SlideLayout, chunk_rows: int) -> CacheLayout:
     return CacheLayout(bounds=bounds, manifest=layout.to_manifest(), arrays={COORDS: layout.coords_level0})
 
 
-def open_bags(cache, key: str, mode: str, reader, split: str) -> tuple:
-    """(SlideBags, targets) of a complete slide cache; the reader's targets follow the cached slides."""
+def open_bags(cache, key: str, mode: str, reader, split: str, layout: SlideLayout) -> tuple:
+    """(SlideBags, targets) of a complete slide cache laid out as `layout` (the one it was started with); the
+    reader's targets follow the cached slides."""
     features, _slide_of_tile = cache.open(key, mode)
-    layout = slide_layout(cache, key, reader, split, None)
     reader.keep(split, layout.slide_ids)
     return SlideBags(features, layout.offsets), reader.targets(split)
 
