@@ -67,6 +67,7 @@ def _run(config: RunConfig, dist, device) -> dict | None:
     record["cache"] = {"mode": plan.decision, "plan": plan.to_dict(),
                        "shape_probe_forwards": features.shape_probe_forwards}
     record["distributed"] = {"world_size": dist.world_size, "samples_extracted_per_rank": extracted_per_rank}
+    record["throughput"] = features.throughput
     if features.slides:  # slide tasks: slides and tiles per split, and any slide left out with its reason
         record["slides"] = features.slides
     leaderboard = Path(config.out_dir) / LEADERBOARD_FILE

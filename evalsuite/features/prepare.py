@@ -5,8 +5,10 @@ manifests when every split is cached, otherwise from one real forward pass on on
 """
 
 import contextlib
+import dataclasses
 import functools
 import shutil
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -33,6 +35,14 @@ from evalsuite.features.slide_features import (
     slide_key_fields,
     slide_layout,
     slide_summary,
+)
+from evalsuite.features.throughput import (
+    ForwardClock,
+    device_name,
+    load_split_record,
+    save_split_record,
+    split_record,
+    summarise,
 )
 from evalsuite.models.transforms import build_transform, describe_transform
 from evalsuite.readers import resolve_data_root
@@ -154,6 +164,7 @@ class PreparedFeatures:
     extracted_per_rank: dict  # {split: [samples each rank forwarded]}
     shape_probe_forwards: int
     slides: dict  # slide tasks: {split: slide and tile counts, skipped slides}; empty otherwise
+    throughput: dict  # rates and device-hours (evalsuite.features.throughput.summarise); empty off rank 0
 
 
 def _extract(job: ExtractionJob, writer, dataset, split: str, chunks) -> int:
@@ -186,10 +197,16 @@ def _extract_split(job: ExtractionJob, split: str, prepared: PreparedSplits) -> 
     writer = writer or job.cache.attach(key)
     pending = writer.pending_chunks()
     first, last = shard_bounds(len(pending), dist.rank, dist.world_size)
-    forwarded = _extract(job, writer, dataset, split, pending[first:last])
+    clock = ForwardClock(job.features_of, job.device)
+    started = time.perf_counter()
+    forwarded = _extract(dataclasses.replace(job, features_of=clock), writer, dataset, split, pending[first:last])
+    extract_s = time.perf_counter() - started
     dist.barrier()
     if dist.is_main:
         writer.finish()
+        if forwarded:
+            save_split_record(writer.folder, split_record(forwarded, extract_s, clock.seconds,
+                                                          device_name(job.device), dist.world_size))
     return dist.all_gather(forwarded)
 
 
@@ -216,4 +233,6 @@ def prepare_features(config, card, reader, backbone, device, dist=Dist()) -> Pre
                                    prepared.layouts[split]) if prepared.layouts \
                 else job.cache.open(key, prepared.plan.decision)
     slides = {split: slide_summary(layout) for split, layout in prepared.layouts.items()}
-    return PreparedFeatures(prepared.plan, opened, extracted, prepared.shape_probe_forwards, slides)
+    throughput = summarise({split: load_split_record(job.cache.folder(prepared.keys[split])) for split in SPLITS},
+                           sum(len(dataset) for dataset in prepared.datasets.values())) if dist.is_main else {}
+    return PreparedFeatures(prepared.plan, opened, extracted, prepared.shape_probe_forwards, slides, throughput)

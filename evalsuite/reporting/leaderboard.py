@@ -18,7 +18,7 @@ from pathlib import Path
 from evalsuite.errors import EvalsuiteError
 from evalsuite.storage.fsio import discard, exclusive_lock, fs_errors, write_atomically
 
-SCHEMA_VERSION = 4
+SCHEMA_VERSION = 5
 LEADERBOARD_FILE = "leaderboard.csv"
 # New columns only ever go at the end: an older file is upgraded by widening its header
 # (old rows keep their `schema` value and get empty cells), so no column is ever lost.
@@ -26,6 +26,8 @@ COLUMNS = [
     "schema", "run_id", "timestamp_utc", "task", "model", "weights_id", "probe", "selected_params",
     "split", "metric", "value", "seed", "n_samples", "headline_metric", "ci_low", "ci_high",
     "precision",  # schema 4: compute precision of the backbone (fp32, bf16, fp16); empty in older rows
+    # schema 5: what extraction cost (evalsuite.features.throughput); empty in older rows and for caches made before
+    "throughput_img_s", "forward_img_s", "device_name", "gpu_hours_est",
 ]
 # What the summary needs to identify and score a row. Other columns are optional, and columns
 # this version does not know (added by a newer evalsuite) are kept and ignored.
@@ -204,6 +206,12 @@ def _cell(value) -> str:
     return "" if value == "" else f"{value:.6f}"
 
 
+def _throughput_cells(throughput: dict) -> dict:
+    rates = {name: "" if throughput.get(name) is None else _cell(throughput[name])
+             for name in ("throughput_img_s", "forward_img_s", "gpu_hours_est")}
+    return {**rates, "device_name": throughput.get("device_name") or ""}
+
+
 def rows_from_record(record: dict, split_sizes: dict) -> list[dict]:
     """One leaderboard row per (probe, seed, split, metric) of a run record; `split_sizes` = {split: samples}."""
     rows = []
@@ -221,5 +229,6 @@ def rows_from_record(record: dict, split_sizes: dict) -> list[dict]:
                     "n_samples": split_sizes[split],
                     "headline_metric": record["task"]["selection_metric"],
                     "precision": record["precision"],
+                    **_throughput_cells(record.get("throughput") or {}),
                 })
     return rows

@@ -103,3 +103,19 @@ def test_results_json_records_what_reproduces_the_run(demo_out):
     assert recipe_file.name == "linear.yaml"
     assert linear["recipe_sha256"] == hashlib.sha256(recipe_file.read_bytes()).hexdigest()
     assert leaderboard_rows(demo_out[0])[0]["run_id"] == record["run_id"]
+
+
+def test_throughput_is_recorded_in_the_run_json_and_every_leaderboard_row(demo_out):
+    out, runs = demo_out
+    measured = runs["pretrained"]["throughput"]
+    assert measured["throughput_img_s"] > 0 and measured["forward_img_s"] >= measured["throughput_img_s"]
+    assert measured["device_name"] and measured["gpu_hours_est"] > 0
+    assert {split: r["images"] for split, r in measured["splits"].items()} == \
+        {split: n for split, n in zip(("train", "val", "test"), (333, 106, 112))}
+    # The cached rerun forwarded nothing: it reports what the extraction of its caches measured.
+    assert runs["repeat"]["throughput"] == measured
+    board = pd.read_csv(out / "leaderboard.csv")
+    assert board["throughput_img_s"].gt(0).all() and board["device_name"].notna().all()
+    result = run_cli("leaderboard", "--out", out, "--metric", "throughput_img_s")
+    assert result.returncode == 0, result.stderr
+    assert f"{measured['throughput_img_s']:.4f}"[:5] in result.stdout

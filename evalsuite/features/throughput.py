@@ -1,0 +1,102 @@
+"""Throughput of feature extraction: images/s of the whole pipeline and of the forward alone, and the hours a task
+costs on the device that measured it.
+
+Two clocks, both on rank 0 (other ranks extract their shards at the same time, so rank 0's rate times the world
+size is the job's rate):
+- extraction: wall time from the first batch request to the last chunk written, per split, so it includes decoding
+  in the DataLoader workers, host-to-device copies, the float16 cast and the durable chunk writes;
+- forward: the time inside the backbone call alone, the device synchronised before each clock read (a CUDA call
+  returns before the kernels finish).
+A split that was already cached costs nothing now: its figures are the ones recorded beside the cache when it was
+extracted (`throughput.json`), so a fully cached run still reports what extraction costs on the machine that did
+it. Caches made before this file existed have none, and the run records null.
+"""
+
+import json
+import platform
+import time
+from pathlib import Path
+
+import torch
+
+THROUGHPUT_FILE = "throughput.json"
+SECONDS_PER_HOUR = 3600.0
+
+
+class ForwardClock:
+    """Wraps a backbone's feature function and adds up the images and the seconds it spends."""
+
+    def __init__(self, features_of, device: torch.device):
+        self.features_of, self.device = features_of, device
+        self.images, self.seconds = 0, 0.0
+
+    def __call__(self, images, *args, **kwargs):
+        _synchronise(self.device)
+        started = time.perf_counter()
+        output = self.features_of(images, *args, **kwargs)
+        _synchronise(self.device)
+        self.seconds += time.perf_counter() - started
+        self.images += len(images)
+        return output
+
+
+def _synchronise(device: torch.device) -> None:
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+def device_name(device: torch.device) -> str:
+    """The hardware behind `device`, e.g. 'NVIDIA A100-SXM4-80GB' or the CPU's model name."""
+    if device.type == "cuda":
+        return torch.cuda.get_device_name(device)
+    return _cpu_model_name() or platform.processor() or platform.machine() or "cpu"
+
+
+def _cpu_model_name() -> str | None:
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return None
+
+
+def split_record(images: int, extract_s: float, forward_s: float, device: str, world_size: int) -> dict:
+    """What one split's extraction measured (rank 0's shard)."""
+    return {"images": images, "extract_s": round(extract_s, 4), "forward_s": round(forward_s, 4),
+            "device_name": device, "world_size": world_size}
+
+
+def save_split_record(folder: Path, record: dict) -> None:
+    from evalsuite.features.cache import write_json_atomic
+
+    write_json_atomic(Path(folder) / THROUGHPUT_FILE, record)
+
+
+def load_split_record(folder: Path) -> dict | None:
+    """The figures stored beside a cache; None for caches made before they were recorded or a damaged file (the
+    figures are informative, so a damaged file must not stop a run)."""
+    try:
+        record = json.loads((Path(folder) / THROUGHPUT_FILE).read_text())
+    except (OSError, ValueError):
+        return None
+    return record if isinstance(record, dict) and {"images", "extract_s", "forward_s"} <= set(record) else None
+
+
+def summarise(per_split: dict, total_images: int) -> dict:
+    """The run's throughput block from {split: split record or None}: rates over the splits that have figures,
+    and the device-hours an extraction of the task's `total_images` costs at that rate."""
+    measured = [r for r in per_split.values() if r and r["images"] > 0 and r["extract_s"] > 0]
+    summary = {"splits": per_split, "throughput_img_s": None, "forward_img_s": None, "gpu_hours_est": None,
+               "device_name": measured[0]["device_name"] if measured else None}
+    if not measured:
+        return summary
+    images = sum(r["images"] for r in measured)
+    world_size = max(r.get("world_size", 1) for r in measured)
+    extract_img_s = images / sum(r["extract_s"] for r in measured) * world_size
+    forward_s = sum(r["forward_s"] for r in measured)
+    summary["throughput_img_s"] = round(extract_img_s, 3)
+    summary["forward_img_s"] = round(images / forward_s * world_size, 3) if forward_s > 0 else None
+    summary["gpu_hours_est"] = round(total_images / extract_img_s / SECONDS_PER_HOUR * world_size, 6)
+    return summary

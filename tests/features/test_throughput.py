@@ -1,0 +1,61 @@
+"""Throughput figures: the forward clock, the device synchronisation it needs on CUDA, and the summary arithmetic."""
+
+import pytest
+import torch
+
+from evalsuite.features import throughput
+from evalsuite.features.throughput import ForwardClock, load_split_record, save_split_record, split_record, summarise
+
+
+def test_forward_clock_counts_images_and_passes_arguments_through():
+    clock = ForwardClock(lambda images, layers=(): images.sum(dim=1) + len(layers), torch.device("cpu"))
+    out = clock(torch.ones(3, 4), layers=(1, 2))
+    clock(torch.ones(5, 4))
+    assert out.tolist() == [6.0, 6.0, 6.0]
+    assert clock.images == 8 and clock.seconds > 0
+
+
+@pytest.mark.parametrize("device, synchronised", [(torch.device("cpu"), 0), (torch.device("cuda", 1), 2)])
+def test_forward_clock_synchronises_cuda_before_reading_the_clock(monkeypatch, device, synchronised):
+    calls = []
+    monkeypatch.setattr(torch.cuda, "synchronize", lambda d=None: calls.append(d))
+    ForwardClock(lambda images: images, device)(torch.ones(2, 3))
+    assert calls == [device] * synchronised
+
+
+def test_device_name_asks_cuda_for_a_gpu_and_names_the_cpu_otherwise(monkeypatch):
+    monkeypatch.setattr(torch.cuda, "get_device_name", lambda d=None: f"NVIDIA A100-SXM4-80GB ({d})")
+    assert throughput.device_name(torch.device("cuda", 0)) == "NVIDIA A100-SXM4-80GB (cuda:0)"
+    assert throughput.device_name(torch.device("cpu"))  # /proc/cpuinfo's model name, or the platform's
+
+
+def test_summary_rates_and_device_hours():
+    per_split = {"train": split_record(300, 10.0, 6.0, "cpu X", 1), "val": split_record(100, 5.0, 2.0, "cpu X", 1),
+                 "test": None}  # a split cached before throughput was recorded
+    summary = summarise(per_split, total_images=600)
+    assert summary["throughput_img_s"] == pytest.approx(400 / 15, abs=1e-3)
+    assert summary["forward_img_s"] == pytest.approx(400 / 8, abs=1e-3)
+    # 600 images at 26.67 img/s on one device: 22.5 s.
+    assert summary["gpu_hours_est"] == pytest.approx(22.5 / 3600, abs=1e-6)
+    assert summary["device_name"] == "cpu X"
+
+
+def test_summary_of_two_ranks_counts_both_devices():
+    # Rank 0 forwarded half of 400 images in 10 s; its peer did the other half at the same time.
+    summary = summarise({"train": split_record(200, 10.0, 8.0, "gpu", 2)}, total_images=400)
+    assert summary["throughput_img_s"] == pytest.approx(40.0)
+    assert summary["gpu_hours_est"] == pytest.approx(400 / 40 / 3600 * 2, abs=1e-6)
+
+
+def test_summary_without_figures_is_all_null():
+    summary = summarise({"train": None, "val": None, "test": None}, total_images=10)
+    assert summary["throughput_img_s"] is None and summary["gpu_hours_est"] is None and summary["device_name"] is None
+
+
+def test_stored_record_round_trips_and_a_damaged_one_is_ignored(tmp_path):
+    record = split_record(10, 1.0, 0.5, "cpu", 1)
+    save_split_record(tmp_path, record)
+    assert load_split_record(tmp_path) == record
+    (tmp_path / throughput.THROUGHPUT_FILE).write_text("{not json")
+    assert load_split_record(tmp_path) is None
+    assert load_split_record(tmp_path / "absent") is None
