@@ -36,7 +36,7 @@ def describe(record: dict, path: Path) -> list[str]:
         f"command   {_command(record.get('command', []))}" + (f"   (in {record['cwd']})" if record.get("cwd") else ""),
         f"config    {json.dumps(record.get('config', {}), sort_keys=True)}",
         f"task      {task.get('name')}  card {task.get('path')}  sha256 {task.get('sha256')}  ({_card_state(task)})",
-        f"          selection metric {task.get('selection_metric')}; classes {', '.join(task.get('classes', []))}",
+        f"          selection metric {task.get('selection_metric')}; {_classes(task)}",
         f"model     {model.get('name')}  (architecture {model.get('architecture_name')}, embed dim {model.get('embed_dim')})",
         f"weights   {model.get('weights_id')}",
         f"input     {json.dumps(model.get('data_config'), sort_keys=True)}",
@@ -45,9 +45,24 @@ def describe(record: dict, path: Path) -> list[str]:
     for probe in record.get("probes", []):
         lines += _probe_lines(probe)
     lines.append(f"extracted {json.dumps(record.get('samples_extracted'), sort_keys=True)} samples (0: from the cache)")
+    lines.append(_throughput_line(record.get("throughput") or {}))
     lines.append(f"versions  {', '.join(f'{k} {v}' for k, v in sorted(record.get('versions', {}).items()))}")
     lines.append(f"results   {path}")
     return lines
+
+
+def _classes(task: dict) -> str:
+    classes = task.get("classes") or []
+    return f"classes {', '.join(classes)}" if classes else "no classes (a survival or regression target)"
+
+
+def _throughput_line(throughput: dict) -> str:
+    if throughput.get("throughput_img_s") is None:
+        return "speed     not recorded (caches made before evalsuite recorded throughput)"
+    forward = throughput.get("forward_img_s")
+    return (f"speed     extraction {throughput['throughput_img_s']:.1f} img/s, forward alone "
+            f"{forward:.1f} img/s on {throughput.get('device_name')}; the task's extraction "
+            f"{throughput['gpu_hours_est']:.4f} device-hours")
 
 
 def _command(argv: list[str]) -> str:

@@ -48,8 +48,22 @@ def test_show_prints_what_reproduces_the_run(runs):
     assert [line.split()[0] for line in lines if line.startswith("          ") and "f1_macro 0." in line] \
         == ["train", "val", "test"]
 
+    assert "speed     not recorded (caches made before evalsuite recorded throughput)" in lines
+
     card.write_text("name: mine\nclasses: [a, b, c]\n")
     assert "CARD CHANGED since the run" in run_cli("show", "20260102", "--out", out).stdout
+
+
+def test_show_prints_throughput_and_a_survival_task_without_classes(tmp_path):
+    record = fake_record("20260103T000000Z-cccc4444", tmp_path / "gone.yaml", "0" * 64)
+    record["task"]["classes"] = []
+    record["throughput"] = {"throughput_img_s": 41.25, "forward_img_s": 52.5, "device_name": "NVIDIA A100",
+                            "gpu_hours_est": 0.0123}
+    write_run_json(tmp_path, record)
+    lines = run_cli("show", "20260103", "--out", tmp_path).stdout.splitlines()
+    assert "          selection metric f1_macro; no classes (a survival or regression target)" in lines
+    assert ("speed     extraction 41.2 img/s, forward alone 52.5 img/s on NVIDIA A100; the task's extraction "
+            "0.0123 device-hours") in lines
 
 
 def test_show_json_prints_the_stored_document_with_its_schema_and_cwd(runs):
