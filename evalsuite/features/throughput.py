@@ -68,10 +68,16 @@ def split_record(images: int, extract_s: float, forward_s: float, device: str, w
             "device_name": device, "world_size": world_size}
 
 
-def save_split_record(folder: Path, record: dict) -> None:
+def save_split_record(folder: Path, record: dict) -> bool:
+    """Store the figures beside the finished cache; False when the file system refuses (the cache is complete and
+    valid without them, so a full disk here must not fail the run; the run then records null)."""
     from evalsuite.features.cache import write_json_atomic
 
-    write_json_atomic(Path(folder) / THROUGHPUT_FILE, record)
+    try:
+        write_json_atomic(Path(folder) / THROUGHPUT_FILE, record)
+    except OSError:
+        return False
+    return True
 
 
 def load_split_record(folder: Path) -> dict | None:

@@ -59,3 +59,7 @@ def test_stored_record_round_trips_and_a_damaged_one_is_ignored(tmp_path):
     (tmp_path / throughput.THROUGHPUT_FILE).write_text("{not json")
     assert load_split_record(tmp_path) is None
     assert load_split_record(tmp_path / "absent") is None
+
+
+def test_a_refused_write_of_the_figures_does_not_fail(tmp_path):
+    assert save_split_record(tmp_path / "no such folder", split_record(1, 1.0, 1.0, "cpu", 1)) is False
