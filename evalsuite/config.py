@@ -33,3 +33,4 @@ class RunConfig:
     mem: str | None = None  # memory limit to plan for, e.g. "85G"; None: Slurm, cgroup, MemAvailable
     chunk_rows: int | None = None  # extraction chunk; None: sized by bytes
     skip_bad_slides: bool = False  # slide tasks: leave out (and record) slides that cannot be tiled
+    plots: bool = False  # also save a reliability diagram PNG per probe and seed beside the run JSON

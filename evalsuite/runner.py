@@ -4,8 +4,11 @@ Nothing is written to the leaderboard until every probe has produced its metrics
 failed run leaves the leaderboard as it was.
 """
 
+import contextlib
 import time
 from pathlib import Path
+
+import numpy as np
 
 from evalsuite.config import RunConfig
 from evalsuite.features.prepare import prepare_features, used_precision
@@ -16,7 +19,8 @@ from evalsuite.probes.base import SplitScoringProbe
 from evalsuite.probes.recipes import check_recipe_fits, load_recipe
 from evalsuite.readers import build_reader
 from evalsuite.reporting.leaderboard import LEADERBOARD_FILE, append_rows, check_appendable, rows_from_record
-from evalsuite.reporting.results import run_record, staged_run_json
+from evalsuite.reporting.predictions import prediction_key, save_predictions
+from evalsuite.reporting.results import RUNS_FOLDER, run_record, staged_run_json
 from evalsuite.runtime import distributed
 from evalsuite.runtime.cpus import use_threads
 from evalsuite.storage.fsio import check_out_folder
@@ -73,11 +77,52 @@ def _run(config: RunConfig, dist, device) -> dict | None:
     leaderboard = Path(config.out_dir) / LEADERBOARD_FILE
     rows = rows_from_record(record, {split: len(labels) for split, (_, labels) in split_data.items()})
     check_appendable(leaderboard)  # a foreign leaderboard.csv refuses before the run JSON is written
-    # The run JSON moves into place only once its rows are appended: every run JSON is named by a row.
-    with staged_run_json(config.out_dir, record) as results_path:
+    test_probas = {prediction_key(r["probe"], r["seed"]): r.pop("test_proba") for r in probe_results
+                   if "test_proba" in r}
+    # The run JSON moves into place only once its rows are appended: every run JSON is named by a row. The
+    # predictions and plots it names are written first and removed again if the append fails.
+    with _written_beside_run(config, record, split_data["test"][1], test_clusters, test_probas) as written, \
+            staged_run_json(config.out_dir, record) as results_path:
         append_rows(leaderboard, rows)
+        written.keep = True
     record["results_path"] = str(results_path)
     return record
+
+
+class _Written(list):
+    keep = False
+
+
+@contextlib.contextmanager
+def _written_beside_run(config, record: dict, test_labels, test_clusters, test_probas: dict):
+    """Per-item test probabilities (for `leaderboard --compare`) and, with --plots, reliability diagrams; the run
+    record names them. Files are removed when the block fails."""
+    written = _Written()
+    try:
+        if test_probas:
+            unit, clusters = test_clusters
+            path = save_predictions(config.out_dir, record["run_id"], np.asarray(test_labels), clusters, test_probas,
+                                    unit)
+            written.append(path)
+            record["predictions"] = {"file": path.name, "keys": sorted(test_probas)}
+        if config.plots and test_probas:
+            record["plots"] = [str(p) for p in _reliability_plots(config, record, test_labels, test_probas)]
+            written.extend(Path(p) for p in record["plots"])
+        yield written
+    finally:
+        if not written.keep:
+            for path in written:
+                Path(path).unlink(missing_ok=True)
+
+
+def _reliability_plots(config, record: dict, test_labels, test_probas: dict) -> list:
+    from evalsuite.reporting.reliability import save_reliability_diagram  # matplotlib: only when asked
+
+    folder = Path(config.out_dir) / RUNS_FOLDER
+    return [save_reliability_diagram(np.asarray(test_labels), proba,
+                                     folder / f"{record['run_id']}.{key.replace('/', '.')}.reliability.png",
+                                     f"{record['task']['name']} / {record['model']['name']} / {key} (test)")
+            for key, proba in test_probas.items()]
 
 
 def _recipe_fields(recipe) -> dict:
@@ -99,6 +144,10 @@ def _run_probe(recipe, card, split_data, device, seed: int, test_clusters=("tile
     kind = KINDS[card.kind]
     metrics = {split: kind.score(card, probe, features, labels) for split, (features, labels) in split_data.items()
                if not (split == "test" and kind.intervals)}
+    # Class probabilities of every test item, stored beside the run JSON: paired comparisons of two models need
+    # the items, not only the metric.
+    test_proba = {"test_proba": np.asarray(probe.predict_proba(split_data["test"][0]), dtype=np.float32)} \
+        if kind.target == "class" and hasattr(probe, "predict_proba") else {}
     intervals, unit = {}, {}
     if kind.intervals:
         scored = kind.score(card, probe, *split_data["test"], with_intervals=True, groups=test_clusters[1], seed=seed)
@@ -106,4 +155,4 @@ def _run_probe(recipe, card, split_data, device, seed: int, test_clusters=("tile
         unit = {"intervals_95_unit": test_clusters[0]}  # what the bootstrap resampled: patient, slide, image, tile
         metrics["test"] = {k: v for k, v in scored.items() if not k.endswith("_ci")}
     return {**_recipe_fields(recipe), "seed": seed, "selected_params": probe.selected_params_,
-            "metrics": metrics, "intervals_95": intervals, **unit, "fit_s": time.perf_counter() - started}
+            "metrics": metrics, "intervals_95": intervals, **unit, "fit_s": time.perf_counter() - started, **test_proba}

@@ -1,9 +1,11 @@
-"""`evalsuite leaderboard`: the wide model x task table (ranks, mean over tasks) from the long CSV."""
+"""`evalsuite leaderboard`: the wide model x task table (ranks, rank intervals, mean over tasks) from the long CSV,
+or with `--compare A B` the per-task paired significance test of two models."""
 
 import sys
 from pathlib import Path
 
 from evalsuite.config import DEFAULT_OUT
+from evalsuite.errors import EvalsuiteError
 
 FORMATS = ("table", "csv", "markdown")
 
@@ -11,10 +13,14 @@ FORMATS = ("table", "csv", "markdown")
 def add_parser(commands, common) -> None:
     board = commands.add_parser("leaderboard", parents=[common], help="the model x task table, ranks and a heatmap")
     board.add_argument("--out", default=DEFAULT_OUT, help=f"folder holding leaderboard.csv (default ./{DEFAULT_OUT})")
-    board.add_argument("--metric", help="metric for every task (default: each task's headline, its card's selection_metric)")
+    board.add_argument("--metric", help="metric for every task (default: each task's headline, its card's "
+                                        "selection_metric); throughput_img_s or forward_img_s show extraction speed")
     board.add_argument("--split", default="test", help="split to report (default test); probes are chosen on val")
     board.add_argument("--format", choices=FORMATS, default="table", help="stdout format (default table)")
     board.add_argument("--plot", metavar="FILE.png", help="also save a heatmap of the table")
+    board.add_argument("--compare", nargs=2, metavar=("A", "B"),
+                       help="instead of the table: per task, a paired test of models A and B on the same test items "
+                            "(Holm-adjusted p-values; docs/significance.md)")
     for name in ("task", "model", "probe"):
         board.add_argument(f"--{name}", action="append", default=[], metavar="NAME[,NAME]",
                            help=f"only these {name}s (repeat or comma-separate)")
@@ -22,13 +28,19 @@ def add_parser(commands, common) -> None:
 
 
 def main(args) -> None:
+    from evalsuite.reporting.compare import add_rank_intervals
     from evalsuite.reporting.leaderboard import LEADERBOARD_FILE, read_rows
     from evalsuite.reporting.views import markdown_table, text_table, wide_csv_text, write_wide_csv
     from evalsuite.reporting.wide import Filters, build_wide_table
 
     source = Path(args.out) / LEADERBOARD_FILE
+    if args.compare:
+        _compare(args, source)
+        return
     filters = Filters(tasks=_names(args.task), models=_names(args.model), probes=_names(args.probe))
     table = build_wide_table(read_rows(source), args.split, args.metric, filters, source=str(source))
+    if args.split == "test":  # predictions are stored for the test split only
+        table = add_rank_intervals(table, args.out)
     written = [f"wide table: {write_wide_csv(table, args.out)}"]
     if args.plot:
         from evalsuite.reporting.heatmap import save_heatmap
@@ -40,6 +52,28 @@ def main(args) -> None:
     # Notes and file paths go to stderr so `--format csv > file` stays pure CSV.
     for line in [f"note: {note}" for note in table.notes] + written:
         print(line, file=sys.stderr)
+
+
+def _compare(args, source: Path) -> None:
+    from evalsuite.reporting.compare import compare_models, comparison_text
+    from evalsuite.reporting.leaderboard import read_rows
+    from evalsuite.reporting.wide import Filters, build_wide_table
+
+    if args.split != "test" or args.plot or args.format != "table" or _names(args.model):
+        raise EvalsuiteError("--compare A B prints one table on the test split; drop --split, --plot, --format "
+                             "and --model")
+    a, b = args.compare
+    rows = read_rows(source)
+    known = {row["model"] for row in rows}
+    for name in (a, b):  # named before the filters, which would report it as a filter problem
+        if name not in known:
+            raise EvalsuiteError(f"unknown model '{name}' in {source}; it has: {', '.join(sorted(known))}")
+    filters = Filters(tasks=_names(args.task), models=(a, b), probes=_names(args.probe))
+    table = build_wide_table(rows, "test", args.metric, filters, source=str(source))
+    comparison = compare_models(table, args.out, a, b, source=str(source))
+    print(comparison_text(comparison))
+    for note in table.notes + comparison.notes:
+        print(f"note: {note}", file=sys.stderr)
 
 
 def _names(values: list[str]) -> tuple:

@@ -12,6 +12,9 @@ def add_parser(commands, common) -> None:
     run.add_argument("--seed", type=int, default=0, help="probe seed (default 0)")
     run.add_argument("--seeds", help="comma-separated probe seeds, e.g. 0,1,2,3,4: probes are trained and scored "
                                      "once per seed, one set of leaderboard rows each (overrides --seed)")
+    run.add_argument("--plots", action="store_true",
+                     help="classification tasks: also save a reliability diagram (calibration) PNG per probe and "
+                          "seed beside the run JSON")
     run.set_defaults(handler=main)
 
 
@@ -33,7 +36,8 @@ def _seeds(args) -> list[int]:
 
 def main(args) -> None:
     probes = [p.strip() for p in args.probes.split(",") if p.strip()] if args.probes else []
-    config = run_config(args, probes=probes, seeds=_seeds(args))  # flags checked before the heavy imports
+    # Flags are checked before the heavy imports.
+    config = run_config(args, probes=probes, seeds=_seeds(args), plots=args.plots)
     from evalsuite.reporting.leaderboard import format_table
     from evalsuite.runner import run
 
@@ -48,4 +52,6 @@ def main(args) -> None:
                 for split, metrics in result["metrics"].items()]
         print(format_table(["probe", "seed", "split", *metric_names], body))
     print(f"results: {record['results_path']}")
+    for plot in record.get("plots", []):
+        print(f"reliability diagram: {plot}")
     print(f"leaderboard: {Path(args.out) / 'leaderboard.csv'}")

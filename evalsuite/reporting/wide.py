@@ -6,6 +6,10 @@ Built from the long CSV's rows (evalsuite.reporting.leaderboard.read_rows) in fo
 3. per (model, task), pick the probe with the best mean val score (never look at test to choose),
    and summarise its seeds on the requested split as mean and sample std;
 4. rank models per task (1 = best, ties share the average rank) and sum the ranks.
+`--metric throughput_img_s` (or forward_img_s) shows what extraction cost instead of a score: the probe is
+chosen on the task's headline metric as usual and the cell is the mean, over the chosen runs, of the
+leaderboard column of that name (schema 5; higher is better).
+Rank intervals (evalsuite.reporting.rank_view) are added afterwards from the runs' stored test predictions.
 """
 
 import dataclasses
@@ -15,11 +19,14 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 
 from evalsuite.errors import EvalsuiteError
+from evalsuite.metrics.significance import higher_is_better
 
 SELECTION_SPLIT = "val"
 # Stored values have 6 decimals; rounding means to that before ranking keeps float noise
 # (the same seeds summed in another order) from breaking a tie.
 RANK_DECIMALS = 6
+# Leaderboard columns (schema 5) that `--metric` may name: one value per run, not per split; higher is better.
+RUN_COLUMN_METRICS = ("throughput_img_s", "forward_img_s")
 
 
 @dataclass(frozen=True)
@@ -29,6 +36,8 @@ class Cell:
     seeds: tuple
     probe: str
     rank: float = math.nan
+    run_ids: tuple = ()  # the run of each seed, in `seeds` order
+    rank_interval: tuple | None = None  # (low, high) 95 % bootstrap rank interval, when predictions exist
 
 
 @dataclass
@@ -59,16 +68,22 @@ class Filters:
 def build_wide_table(rows: list[dict], split: str = "test", metric: str | None = None,
                      filters: Filters = Filters(), source: str = "the leaderboard") -> WideTable:
     rows = _latest_runs(_filtered(rows, filters, source))
-    metrics = _metric_per_task(rows, metric, source)
+    by_run_column = metric in RUN_COLUMN_METRICS
+    chosen_on = _metric_per_task(rows, None if by_run_column else metric, source)
     _check_known(split, {r["split"] for r in rows}, "split", source)
-    scores = _scores(rows, metrics)
-    cells = {key: _cell(scores, key, probes, split, source) for key, probes in _probes_per_cell(scores, split).items()}
+    scores, runs = _scores(rows, chosen_on)
+    shown, notes = (_run_column_scores(rows, chosen_on, metric, source) if by_run_column else (scores, []))
+    cells = {key: _cell(scores, shown, runs, key, probes, split, source)
+             for key, probes in _probes_per_cell(scores, split).items()}
+    cells = {key: cell for key, cell in cells.items() if cell is not None}
+    metrics = {task: metric for task in chosen_on} if by_run_column else chosen_on
     tasks = sorted(metrics)
-    table_rows = _ranked_rows(cells, tasks)
+    table_rows = _ranked_rows(cells, tasks, metrics)
     weights = _weights_by_model(rows)
     for table_row in table_rows:
         table_row.weights_ids = weights[table_row.model]
-    return WideTable(split=split, tasks=tasks, metrics=metrics, rows=table_rows, notes=_mixed_weights_notes(table_rows))
+    return WideTable(split=split, tasks=tasks, metrics=metrics, rows=table_rows,
+                     notes=notes + _mixed_weights_notes(table_rows))
 
 
 def _filtered(rows: list[dict], filters: Filters, source: str) -> list[dict]:
@@ -111,13 +126,40 @@ def _metric_per_task(rows: list[dict], metric: str | None, source: str) -> dict:
     return {task: names.pop() for task, names in headlines.items()}
 
 
-def _scores(rows: list[dict], metrics: dict) -> dict:
-    """(model, task, probe, split) -> {seed: value} for each task's metric."""
-    scores = defaultdict(dict)
+def _scores(rows: list[dict], metrics: dict) -> tuple[dict, dict]:
+    """(model, task, probe, split) -> {seed: value} for each task's metric, and the same keys -> {seed: run_id}."""
+    scores, runs = defaultdict(dict), defaultdict(dict)
     for row in rows:
         if row["metric"] == metrics[row["task"]]:
-            scores[(row["model"], row["task"], row["probe"], row["split"])][row["seed"]] = row["value"]
-    return scores
+            key = (row["model"], row["task"], row["probe"], row["split"])
+            scores[key][row["seed"]], runs[key][row["seed"]] = row["value"], row["run_id"]
+    return scores, runs
+
+
+def _run_column_scores(rows: list[dict], chosen_on: dict, column: str, source: str) -> tuple[dict, list]:
+    """Like `_scores` but the value is the run's `column` cell (the same on every row of a run); runs without one
+    (made before schema 5, or from a cache that predates throughput) are left out with a note."""
+    if not any(column in row for row in rows):
+        raise EvalsuiteError(f"{source} has no {column} column (written before leaderboard schema 5); rerun the "
+                             "models with this evalsuite to measure it, or pick another --metric")
+    shown, missing = defaultdict(dict), set()
+    for row in rows:
+        if row["metric"] != chosen_on[row["task"]]:
+            continue
+        try:
+            value = float(row.get(column) or "nan")
+        except ValueError:
+            raise EvalsuiteError(f"{source}: {column} '{row[column]}' of run {row['run_id']} is not a number") from None
+        if math.isnan(value):
+            missing.add(row["run_id"])
+        else:
+            shown[(row["model"], row["task"], row["probe"], row["split"])][row["seed"]] = value
+    if not shown:
+        raise EvalsuiteError(f"no run in {source} has a {column} value (runs made before it was measured); "
+                             "rerun the models with this evalsuite, or pick another --metric")
+    notes = [f"{len(missing)} run(s) have no {column} value (made before it was measured) and are left out"] \
+        if missing else []
+    return shown, notes
 
 
 def _probes_per_cell(scores: dict, split: str) -> dict:
@@ -129,14 +171,18 @@ def _probes_per_cell(scores: dict, split: str) -> dict:
     return {key: sorted(names) for key, names in probes.items()}
 
 
-def _cell(scores: dict, key: tuple, probes: list, split: str, source: str) -> Cell:
+def _cell(scores: dict, shown: dict, runs: dict, key: tuple, probes: list, split: str, source: str) -> Cell | None:
+    """The chosen probe's seeds on `split`; `scores` choose the probe, `shown` give the values (None: no value)."""
     model, task = key
     probe = probes[0] if len(probes) == 1 else _probe_chosen_on_val(scores, model, task, probes, source)
-    values = scores[(model, task, probe, split)]
+    values = shown.get((model, task, probe, split))
+    if not values:
+        return None
     seeds = tuple(sorted(values))
     numbers = [values[s] for s in seeds]
     std = statistics.stdev(numbers) if len(numbers) > 1 else None
-    return Cell(mean=statistics.fmean(numbers), std=std, seeds=seeds, probe=probe)
+    run_ids = tuple(runs[(model, task, probe, split)].get(s, "") for s in seeds)
+    return Cell(mean=statistics.fmean(numbers), std=std, seeds=seeds, probe=probe, run_ids=run_ids)
 
 
 def _probe_chosen_on_val(scores: dict, model: str, task: str, probes: list, source: str) -> str:
@@ -149,21 +195,22 @@ def _probe_chosen_on_val(scores: dict, model: str, task: str, probes: list, sour
     return min(val_means, key=lambda p: (-val_means[p], p))
 
 
-def _ranked_rows(cells: dict, tasks: list) -> list[ModelRow]:
+def _ranked_rows(cells: dict, tasks: list, metrics: dict) -> list[ModelRow]:
     by_model = defaultdict(dict)
     for (model, task), cell in cells.items():
         by_model[model][task] = cell
     for task in tasks:
-        _rank_task(by_model, task)
+        _rank_task(by_model, task, higher_is_better(metrics[task]))
     rows = [_model_row(model, task_cells, tasks) for model, task_cells in by_model.items()]
     complete = sorted((r for r in rows if r.rank_sum is not None), key=lambda r: (r.rank_sum, -r.mean_over_tasks, r.model))
     return complete + sorted((r for r in rows if r.rank_sum is None), key=lambda r: r.model)
 
 
-def _rank_task(by_model: dict, task: str) -> None:
-    """Rank 1 for the highest mean; tied means share the average of their positions; NaN ranks last."""
+def _rank_task(by_model: dict, task: str, higher_better: bool = True) -> None:
+    """Rank 1 for the best mean (highest, or lowest for an error metric); tied means share the average of their
+    positions; NaN ranks last."""
     entries = {m: c for m, c in by_model.items() if task in c}
-    key = {m: _rank_key(c[task].mean) for m, c in entries.items()}
+    key = {m: _rank_key(c[task].mean, higher_better) for m, c in entries.items()}
     ordered = sorted(entries, key=lambda m: key[m])
     position = 0
     while position < len(ordered):
@@ -174,8 +221,9 @@ def _rank_task(by_model: dict, task: str) -> None:
         position += len(tied)
 
 
-def _rank_key(mean: float) -> float:
-    return math.inf if math.isnan(mean) else -round(mean, RANK_DECIMALS)
+def _rank_key(mean: float, higher_better: bool = True) -> float:
+    rounded = round(mean, RANK_DECIMALS)
+    return math.inf if math.isnan(mean) else -rounded if higher_better else rounded
 
 
 def _model_row(model: str, task_cells: dict, tasks: list) -> ModelRow:

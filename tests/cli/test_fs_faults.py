@@ -297,7 +297,8 @@ def test_disk_full_after_the_first_chunk_leaves_a_cache_the_rerun_resumes(capsys
     assert not debris(tmp_path)
     rerun = run(capsys, shared, out, "--chunk-rows", "8")
     assert rerun.returncode == 0, rerun.stderr
-    (name,) = run_jsons(out)
+    name, predictions = run_jsons(out)  # the run JSON and the test predictions it names
+    assert json.loads((out / "runs" / name).read_text())["predictions"]["file"] == predictions
     assert json.loads((out / "runs" / name).read_text())["samples_extracted"]["train"] == 9 - 8
 
 

@@ -1,0 +1,176 @@
+"""Is one model better than another on the same test items? Paired bootstrap, exact McNemar, Holm, rank intervals.
+
+Every statistic works on the two (or more) models' predictions for the *same* test items, so the
+item-to-item variation both models share cancels out (a paired design):
+- `paired_bootstrap`: resample test clusters (patients, slides, images; items when none are known) with
+  replacement, score both models on the same draw, and look at the spread of the difference. The
+  two-sided p-value is the percentile bootstrap's: p = min(1, 2 min(1 + #{d* <= 0}, 1 + #{d* >= 0}) / (B + 1)),
+  the smallest level at which the percentile interval of the difference excludes 0 (Efron & Tibshirani 1993,
+  ch. 16 duality of intervals and tests), with the +1 (Davison & Hinkley 1997, eq. 4.11) so no p is 0.
+- `mcnemar_exact`: for accuracy on independent items, the exact binomial test on the discordant pairs
+  (McNemar 1947; exact form as in statsmodels' `mcnemar(exact=True)`), checked against scipy.stats.binomtest.
+- `holm`: Holm's (1979) step-down adjustment of p-values for the tasks tested at once; checked against
+  statsmodels.stats.multitest.multipletests(method="holm").
+- `rank_intervals`: per draw, every model's rank on a task (1 = best, ties share the average rank); the
+  interval is the 2.5th and 97.5th percentile of those ranks, taken as observed ranks (numpy "lower" and
+  "higher"), so the model's rank lies inside it in at least 95 % of draws.
+Scores per draw come from `weighted_metrics` (item weights = how often each item was drawn), the same code
+as the confidence intervals in bootstrap.py; metrics without a weighted form are computed on the resampled
+items. With several seeds a model's score in a draw is the mean over its seeds, so the observed score is
+exactly the wide table's cell (mean over seeds). docs/significance.md has the formulas.
+"""
+
+from dataclasses import dataclass
+from fractions import Fraction
+from math import comb
+
+import numpy as np
+
+from evalsuite.metrics.bootstrap import BOOTSTRAP_DRAWS, CONFIDENCE, _ClassRanks, cluster_index, weighted_metrics
+from evalsuite.metrics.classification import METRICS
+
+# Metrics where a smaller value is better (calibration errors). Enabling the calibration metrics:
+# `from evalsuite.metrics.calibration import LOWER_IS_BETTER` in place of this line.
+LOWER_IS_BETTER = frozenset({"ece", "mce", "brier", "nll"})
+_WEIGHTED = {"balanced_accuracy", "f1_macro", "accuracy", "auroc_macro_ovr"}  # scored by weighted_metrics
+ALPHA = 0.05
+
+
+def higher_is_better(metric: str) -> bool:
+    return metric not in LOWER_IS_BETTER
+
+
+def has_item_form(metric: str, extra_metrics: dict | None = None) -> bool:
+    """Whether `metric` can be scored from per-item class probabilities (and so be tested here)."""
+    return metric in _WEIGHTED or metric in METRICS or metric in (extra_metrics or {})
+
+
+@dataclass(frozen=True)
+class PairedResult:
+    a: float  # observed score of A (mean over its seeds)
+    b: float
+    difference: float  # a - b, in the metric's units
+    low: float  # percentile interval of the difference (CONFIDENCE)
+    high: float
+    p_value: float
+    method: str  # "bootstrap" or "mcnemar"
+    draws: int  # bootstrap draws with a defined difference
+
+
+class _Scorer:
+    """One model's score for any item-weight vector: the metric averaged over its seeds' probability matrices."""
+
+    def __init__(self, y_true: np.ndarray, probas: list, metric: str, extra_metrics: dict | None = None):
+        self.y_true, self.metric = y_true, metric
+        self.probas = [np.asarray(p, dtype=np.float64) for p in probas]
+        self.classes = self.probas[0].shape[1]
+        self.predicted = [p.argmax(axis=1) for p in self.probas]
+        auroc = metric == "auroc_macro_ovr"
+        self.ranks = [[_ClassRanks(y_true, p[:, c], c) for c in range(self.classes)] if auroc else []
+                      for p in self.probas]
+        if not has_item_form(metric, extra_metrics):
+            raise ValueError(f"no per-item form of metric '{metric}'")
+        self.function = None if metric in _WEIGHTED else {**METRICS, **(extra_metrics or {})}[metric]
+
+    def score(self, weights: np.ndarray) -> float:
+        if self.function is None:
+            values = [weighted_metrics(self.y_true, predicted, ranks, weights, self.classes)[self.metric]
+                      for predicted, ranks in zip(self.predicted, self.ranks)]
+        else:  # no weighted form: score the resampled items themselves (item i repeated weights[i] times)
+            index = np.repeat(np.arange(len(weights)), weights.astype(np.int64))
+            values = [float(self.function(self.y_true[index], p[index])) for p in self.probas]
+        return float(np.mean(values))
+
+
+def _draw_weights(groups, items: int, draws: int, seed: int):
+    """Item-weight vectors of `draws` cluster-bootstrap draws (the same sequence for the same seed)."""
+    cluster_of_item, clusters = cluster_index(groups, items)
+    rng = np.random.default_rng(seed)
+    for _ in range(draws):
+        drawn = np.bincount(rng.integers(0, clusters, size=clusters), minlength=clusters)
+        yield drawn[cluster_of_item].astype(np.float64)
+
+
+def bootstrap_p_value(differences: np.ndarray) -> float:
+    """Two-sided p of "difference = 0" from bootstrap differences: the percentile interval's duality, +1 corrected."""
+    differences = differences[~np.isnan(differences)]
+    draws = len(differences)
+    if draws == 0:
+        return float("nan")
+    below, above = int((differences <= 0).sum()), int((differences >= 0).sum())
+    return min(1.0, 2 * (1 + min(below, above)) / (draws + 1))
+
+
+def paired_bootstrap(y_true, probas_a: list, probas_b: list, metric: str, groups=None, draws: int = BOOTSTRAP_DRAWS,
+                     seed: int = 0, confidence: float = CONFIDENCE, extra_metrics: dict | None = None) -> PairedResult:
+    """A - B on `metric` over resampled test clusters; `probas_*`: one [N, C] matrix per seed of each model."""
+    y_true = np.asarray(y_true, dtype=np.int64)
+    scorer_a, scorer_b = (_Scorer(y_true, p, metric, extra_metrics) for p in (probas_a, probas_b))
+    ones = np.ones(len(y_true))
+    a, b = scorer_a.score(ones), scorer_b.score(ones)
+    if cluster_index(groups, len(y_true))[1] < 2:  # nothing to resample
+        return PairedResult(a, b, a - b, float("nan"), float("nan"), float("nan"), "bootstrap", 0)
+    differences = np.array([scorer_a.score(w) - scorer_b.score(w)
+                            for w in _draw_weights(groups, len(y_true), draws, seed)])
+    tail = (1 - confidence) / 2 * 100
+    defined = differences[~np.isnan(differences)]
+    low, high = (np.percentile(defined, [tail, 100 - tail]) if len(defined) else (np.nan, np.nan))
+    return PairedResult(a, b, a - b, float(low), float(high), bootstrap_p_value(differences), "bootstrap", len(defined))
+
+
+def mcnemar_exact(correct_a, correct_b) -> tuple[int, int, float]:
+    """(b, c, p): b items only A got right, c items only B got right, p the exact two-sided binomial test of b
+    against Binomial(b + c, 1/2): min(1, 2 P(X <= min(b, c))), computed with integers (no rounding)."""
+    correct_a, correct_b = np.asarray(correct_a, dtype=bool), np.asarray(correct_b, dtype=bool)
+    only_a, only_b = int((correct_a & ~correct_b).sum()), int((~correct_a & correct_b).sum())
+    discordant = only_a + only_b
+    if discordant == 0:
+        return only_a, only_b, 1.0
+    tail = sum(comb(discordant, k) for k in range(min(only_a, only_b) + 1))
+    return only_a, only_b, float(min(Fraction(1), Fraction(2 * tail, 2 ** discordant)))
+
+
+def holm(p_values) -> np.ndarray:
+    """Holm step-down adjusted p-values, in the input order: p_(i) * (m - i + 1) for the i-th smallest, made
+    monotone by a running maximum and capped at 1. NaN p-values are left out of m and stay NaN."""
+    p_values = np.asarray(p_values, dtype=np.float64)
+    adjusted = np.full(p_values.shape, np.nan)
+    present = np.flatnonzero(~np.isnan(p_values))
+    order = present[np.argsort(p_values[present], kind="stable")]
+    tests = len(order)
+    running = 0.0
+    for position, index in enumerate(order):
+        running = max(running, min(1.0, (tests - position) * p_values[index]))
+        adjusted[index] = running
+    return adjusted
+
+
+def average_ranks(values: np.ndarray, higher_better: bool = True) -> np.ndarray:
+    """Rank 1 for the best value, ties share the average of their positions, NaN ranks after every number."""
+    keys = np.where(np.isnan(values), np.inf, -values if higher_better else values)
+    order = np.argsort(keys, kind="stable")
+    ranks = np.empty(len(values))
+    position = 0
+    while position < len(order):
+        tied = order[position:][keys[order[position:]] == keys[order[position]]]
+        ranks[tied] = position + (len(tied) + 1) / 2
+        position += len(tied)
+    return ranks
+
+
+def rank_intervals(y_true, probas: dict, metric: str, groups=None, draws: int = BOOTSTRAP_DRAWS, seed: int = 0,
+                   confidence: float = CONFIDENCE, extra_metrics: dict | None = None) -> dict:
+    """{model: (low, high)}: the models' ranks on one task over resampled test clusters; `probas`: {model: [one
+    [N, C] matrix per seed]}. With fewer than two clusters, every interval is (nan, nan)."""
+    y_true = np.asarray(y_true, dtype=np.int64)
+    models = sorted(probas)
+    if cluster_index(groups, len(y_true))[1] < 2:
+        return {model: (float("nan"), float("nan")) for model in models}
+    scorers = [_Scorer(y_true, probas[m], metric, extra_metrics) for m in models]
+    higher = higher_is_better(metric)
+    ranks = np.array([average_ranks(np.array([s.score(w) for s in scorers]), higher)
+                      for w in _draw_weights(groups, len(y_true), draws, seed)])
+    tail = (1 - confidence) / 2 * 100
+    low = np.percentile(ranks, tail, axis=0, method="lower")
+    high = np.percentile(ranks, 100 - tail, axis=0, method="higher")
+    return {model: (float(low[i]), float(high[i])) for i, model in enumerate(models)}

@@ -1,0 +1,90 @@
+"""Per-item test predictions of a run, `<out>/runs/<run_id>.predictions.npz`, for paired tests between models.
+
+What `evalsuite leaderboard --compare` and the rank intervals need beyond the leaderboard's summary numbers:
+- `labels`: int64 [N], the test labels in dataset order (two runs share test items when these are identical);
+- `clusters` (optional): the bootstrap's cluster id of each item (patient, slide, image), as strings, and
+  `cluster_unit` naming what they are;
+- one float32 [N, C] test probability matrix per probe result, keyed `"<probe>/seed<seed>"`; stored as
+  `proba_0`, `proba_1`, ... with the keys in `proba_keys`, so no pickle is needed to read the file.
+The file is written beside the run JSON through a temp file and a rename: it is whole or absent.
+"""
+
+import io
+import zipfile
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from evalsuite.errors import EvalsuiteError
+from evalsuite.reporting.results import RUNS_FOLDER
+from evalsuite.storage.fsio import fs_errors, fsync_dir, staged, write_durably
+
+PREDICTIONS_SUFFIX = ".predictions.npz"
+_RERUN = "rerun it (`evalsuite show RUN_ID` prints its command) to store test predictions"
+
+
+@dataclass(frozen=True)
+class Predictions:
+    path: Path
+    labels: np.ndarray  # int64 [N]
+    clusters: np.ndarray | None  # str [N] or None: each item its own cluster
+    cluster_unit: str
+    probas: dict  # "probe/seed<seed>" -> float32 [N, C]
+
+
+def prediction_key(probe: str, seed: int) -> str:
+    return f"{probe}/seed{seed}"
+
+
+def predictions_path(out_dir: Path, run_id: str) -> Path:
+    return Path(out_dir) / RUNS_FOLDER / f"{run_id}{PREDICTIONS_SUFFIX}"
+
+
+def save_predictions(out_dir: Path, run_id: str, labels, clusters, probas: dict, unit: str = "tile") -> Path:
+    """Write the run's test predictions atomically; `clusters`: one id per item or None; returns the path."""
+    path = predictions_path(out_dir, run_id)
+    labels = np.asarray(labels, dtype=np.int64).reshape(-1)
+    arrays = {"labels": labels, "cluster_unit": np.array(unit), "proba_keys": np.array(sorted(probas), dtype=str)}
+    if clusters is not None:
+        arrays["clusters"] = np.asarray(clusters).astype(str).reshape(-1)
+        if len(arrays["clusters"]) != len(labels):
+            raise ValueError(f"{len(arrays['clusters'])} cluster ids for {len(labels)} test items")
+    for index, key in enumerate(arrays["proba_keys"]):
+        proba = np.asarray(probas[key], dtype=np.float32)
+        if proba.ndim != 2 or len(proba) != len(labels):
+            raise ValueError(f"probabilities '{key}' have shape {proba.shape}, not ({len(labels)}, classes)")
+        arrays[f"proba_{index}"] = proba
+    buffer = io.BytesIO()
+    np.savez(buffer, **arrays)
+    with fs_errors("write predictions", path):
+        path.parent.mkdir(parents=True, exist_ok=True)
+    with staged(path, "write predictions") as staging:
+        with fs_errors("write predictions", path):
+            write_durably(staging, buffer.getvalue())
+    with fs_errors("write predictions", path):
+        fsync_dir(path.parent)
+    return path
+
+
+def load_predictions(out_dir: Path, run_id: str) -> Predictions:
+    """The run's stored test predictions; a missing or damaged file is a one-line error naming it and the fix."""
+    path = predictions_path(out_dir, run_id)
+    if not path.is_file():
+        raise EvalsuiteError(f"run {run_id} has no test predictions ({path} is missing: the run predates them or "
+                             f"stores none for its task kind); {_RERUN}")
+    try:
+        with np.load(path, allow_pickle=False) as stored:
+            keys = [str(k) for k in stored["proba_keys"]]
+            labels = stored["labels"].astype(np.int64)
+            probas = {key: stored[f"proba_{i}"] for i, key in enumerate(keys)}
+            clusters = stored["clusters"] if "clusters" in stored.files else None
+            unit = str(stored["cluster_unit"])
+    except (OSError, ValueError, KeyError, EOFError, zipfile.BadZipFile) as exc:
+        reason = " ".join(str(exc).split())  # one line, whatever the library's message
+        raise EvalsuiteError(f"cannot read predictions {path}: {type(exc).__name__} ({reason}); the file is damaged: "
+                             f"delete it and {_RERUN}") from None
+    if any(p.ndim != 2 or len(p) != len(labels) for p in probas.values()):
+        raise EvalsuiteError(f"predictions {path} do not match its {len(labels)} labels; the file is damaged: "
+                             f"delete it and {_RERUN}")
+    return Predictions(path=path, labels=labels, clusters=clusters, cluster_unit=unit, probas=probas)
