@@ -135,10 +135,13 @@ def _run_probe(recipe, card, split_data, device, seed: int, test_clusters=("tile
     started = time.perf_counter()
     probe = PROBES[recipe.probe](num_classes=card.num_classes, device=device, seed=seed, **recipe.params)
     if isinstance(probe, SplitScoringProbe):
-        means, intervals = probe.evaluate(split_data, "test")
+        # A probe whose intervals are over test items resamples the reader's clusters (patients) when it knows them.
+        clustered = getattr(probe, "accepts_clusters", False) and test_clusters[1] is not None
+        means, intervals = probe.evaluate(split_data, "test", **({"groups": test_clusters[1]} if clustered else {}))
         return {**_recipe_fields(recipe), "seed": seed, "selected_params": probe.selected_params_,
                 "metrics": {"test": means}, "intervals_95": {"test": intervals},
-                "intervals_95_unit": probe.interval_unit, "fit_s": time.perf_counter() - started}
+                "intervals_95_unit": test_clusters[0] if clustered else probe.interval_unit,
+                "fit_s": time.perf_counter() - started}
     (train_x, train_y), (val_x, val_y) = split_data["train"], split_data["val"]
     probe.fit(train_x, train_y, val_x, val_y, selection_metric=card.selection_metric)
     kind = KINDS[card.kind]

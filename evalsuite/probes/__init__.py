@@ -9,6 +9,7 @@ from evalsuite.probes.fewshot import FewShotProbe
 from evalsuite.probes.knn import KNNProbe
 from evalsuite.probes.linear import LinearProbe
 from evalsuite.probes.meanpool import MeanPoolProbe
+from evalsuite.probes.retrieval import RetrievalProbe
 from evalsuite.probes.seg_linear import SegLinearProbe
 from evalsuite.probes.seg_masktransformer import SegMaskTransformerProbe
 
@@ -16,6 +17,7 @@ PROBES = {
     "linear": LinearProbe,
     "knn": KNNProbe,
     "fewshot": FewShotProbe,
+    "retrieval": RetrievalProbe,
     "seg_linear": SegLinearProbe,
     "seg_masktransformer": SegMaskTransformerProbe,
     "abmil": ABMILProbe,

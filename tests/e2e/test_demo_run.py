@@ -119,3 +119,25 @@ def test_throughput_is_recorded_in_the_run_json_and_every_leaderboard_row(demo_o
     result = run_cli("leaderboard", "--out", out, "--metric", "throughput_img_s")
     assert result.returncode == 0, result.stderr
     assert f"{measured['throughput_img_s']:.4f}"[:5] in result.stdout
+
+
+def test_compare_finds_pretrained_significantly_better_on_linear_and_no_difference_with_itself(demo_out):
+    out, _ = demo_out
+    pretrained, random_init = "efficientnet_lite0_imagenet", "efficientnet_lite0_imagenet+random-init"
+    result = run_cli("leaderboard", "--out", out, "--probe", "linear", "--compare", pretrained, random_init)
+    assert result.returncode == 0, result.stderr
+    (demo_line,) = [line for line in result.stdout.splitlines() if line.startswith("demo ")]
+    assert demo_line.endswith(f"{pretrained} better"), result.stdout
+    itself = run_cli("leaderboard", "--out", out, "--probe", "linear", "--compare", pretrained, pretrained)
+    assert itself.returncode == 0, itself.stderr
+    (demo_line,) = [line for line in itself.stdout.splitlines() if line.startswith("demo ")]
+    assert demo_line.endswith("no significant difference") and "+0.0000" in demo_line, itself.stdout
+
+
+def test_every_run_stores_its_test_predictions_for_paired_comparisons(demo_out):
+    out, runs = demo_out
+    record = runs["pretrained"]
+    stored = np.load(out / "runs" / record["predictions"]["file"])
+    assert list(stored["proba_keys"]) == ["knn/seed0", "linear/seed0"]
+    assert stored["labels"].shape == (112,) and stored["proba_0"].shape == (112, 3)
+    np.testing.assert_allclose(stored["proba_1"].sum(axis=1), 1.0, rtol=1e-5)

@@ -1,0 +1,101 @@
+"""Retrieval probe: each test item queries the train set by cosine similarity; top-k accuracy, majority-vote
+accuracy and mAP@k of the labels it retrieves (definitions and their sources: evalsuite.metrics.retrieval).
+
+Nothing is trained and val is not read. Queries and database are L2-normalised and compared by dot product.
+Queries go in batches of `batch_size` against the train set in batches of `database_batch_size`, both read
+as float16 and upcast one batch at a time, keeping a running top-k per query: memory is bounded by the
+two batches and [batch, k], never the whole cache as float32 nor a [queries, train] similarity matrix.
+
+Equal similarities go to the lower train index (torch.topk alone promises no order among ties): the
+running list is kept sorted by (similarity descending, index ascending), see `_keep_top`. A k larger than
+the train set is an error naming the recipe parameter, not a silent clamp: mAP@k divides by k, so a clamped
+k would change the metric's meaning.
+The interval is the query bootstrap (1000 draws seeded by the run seed, 2.5 / 97.5 percentiles).
+"""
+
+import numpy as np
+import torch
+
+from evalsuite.errors import EvalsuiteError
+from evalsuite.metrics.retrieval import per_query_scores, retrieval_intervals
+from evalsuite.probes._validate import check_features_labels
+from evalsuite.probes.base import SplitScoringProbe
+from evalsuite.probes.batches import iter_float32_batches
+
+INTERVAL_UNIT = "query"
+
+
+class RetrievalProbe(SplitScoringProbe):
+    interval_unit = INTERVAL_UNIT
+
+    def __init__(self, num_classes: int, ks=(1, 3, 5, 10), batch_size: int = 256, database_batch_size: int = 4096,
+                 device: torch.device = torch.device("cpu"), seed: int = 0):
+        self.num_classes = num_classes
+        self.ks = sorted({int(k) for k in (ks if isinstance(ks, (list, tuple)) else [ks])})
+        if not self.ks or self.ks[0] < 1:
+            raise EvalsuiteError(f"retrieval probe: ks {list(ks) if isinstance(ks, (list, tuple)) else ks} must be "
+                                 "integers >= 1; fix `ks` in the probe recipe")
+        self.batch_size = int(batch_size)
+        self.database_batch_size = int(database_batch_size)
+        self.device = torch.device(device)
+        self.seed = seed  # seeds the bootstrap; retrieval itself is deterministic
+        self.selected_params_ = {"ks": self.ks, "similarity": "cosine", "database": "train"}
+
+    accepts_clusters = True  # the runner passes the reader's clusters (patients, slides) for the bootstrap
+
+    def evaluate(self, split_data: dict, split: str = "test", groups=None) -> tuple[dict, dict]:
+        """({retrieval_<kind>@k: mean over queries}, {same: [low, high] of the bootstrap over `groups`, one cluster
+        id per query, or over queries when None})."""
+        database_x, database_y = split_data["train"]
+        database_y = check_features_labels(database_x, database_y, self.num_classes, "retrieval probe train split")
+        query_x, query_y = split_data[split]
+        query_y = check_features_labels(query_x, query_y, self.num_classes, f"retrieval probe {split} split")
+        if self.ks[-1] > len(database_y):
+            raise EvalsuiteError(f"retrieval probe: k={self.ks[-1]} is more than the {len(database_y)} train samples "
+                                 f"it retrieves from; use ks of at most {len(database_y)} in the probe recipe")
+        neighbours = self.neighbours(database_x, query_x, self.ks[-1])
+        scores = per_query_scores(database_y[neighbours], query_y, self.ks)
+        means = {name: float(values.mean()) for name, values in scores.items()}
+        drawn = retrieval_intervals(scores, seed=self.seed, groups=groups)
+        intervals = {name: list(bounds) for name, bounds in drawn.items()}
+        return means, intervals
+
+    @torch.no_grad()
+    def neighbours(self, database, queries, k: int) -> np.ndarray:
+        """[queries, k] database indices, most similar first, ties to the lower index."""
+        out = np.empty((len(queries), k), dtype=np.int64)
+        database_order = np.arange(len(database))
+        for query_indices, query in iter_float32_batches(queries, np.arange(len(queries)), self.batch_size,
+                                                         self.device):
+            query = torch.nn.functional.normalize(query, dim=1)
+            best_sims = torch.empty((len(query), 0), device=self.device)
+            best_indices = torch.empty((len(query), 0), dtype=torch.long, device=self.device)
+            for database_indices, rows in iter_float32_batches(database, database_order, self.database_batch_size,
+                                                               self.device):
+                sims = query @ torch.nn.functional.normalize(rows, dim=1).T
+                indices = torch.from_numpy(database_indices).to(self.device).expand(len(query), -1)
+                best_sims, best_indices = _keep_top(torch.cat([best_sims, sims], dim=1),
+                                                    torch.cat([best_indices, indices], dim=1), k)
+            out[query_indices] = best_indices.cpu().numpy()
+        return out
+
+
+def _keep_top(sims: torch.Tensor, indices: torch.Tensor, k: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """The k most similar columns per row, sorted by (similarity descending, index ascending).
+
+    torch.topk promises no order among ties, so its choice is kept only where no unchosen column ties the k-th
+    similarity; the rows where one does (rare with float features) take a stable sort: among equal
+    similarities the columns come in ascending index order (the running best, then a later database
+    batch), so it keeps the lower indices. A full stable sort of every row was 30x slower than topk."""
+    k = min(k, sims.shape[1])
+    top = sims.topk(k, dim=1)
+    chosen_sims, chosen_indices = top.values, indices.gather(1, top.indices)
+    edge_tied = (sims >= top.values[:, -1:]).sum(dim=1) > k
+    if edge_tied.any():
+        rows = edge_tied.nonzero().squeeze(1)
+        order = torch.sort(sims[rows], dim=1, descending=True, stable=True).indices[:, :k]
+        chosen_sims[rows], chosen_indices[rows] = sims[rows].gather(1, order), indices[rows].gather(1, order)
+    by_index = chosen_indices.argsort(dim=1)  # indices are distinct within a row
+    chosen_sims, chosen_indices = chosen_sims.gather(1, by_index), chosen_indices.gather(1, by_index)
+    by_similarity = torch.sort(chosen_sims, dim=1, descending=True, stable=True).indices
+    return chosen_sims.gather(1, by_similarity), chosen_indices.gather(1, by_similarity)
