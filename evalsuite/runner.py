@@ -13,6 +13,9 @@ import numpy as np
 from evalsuite.config import RunConfig
 from evalsuite.features.prepare import prepare_features, used_precision
 from evalsuite.metrics.bootstrap import interval_clusters
+from evalsuite.metrics.group_robustness import DEFAULT_K as GROUP_K
+from evalsuite.metrics.group_robustness import METRIC as GROUP_METRIC
+from evalsuite.metrics.group_robustness import group_robustness, usable_k
 from evalsuite.models.backbones import build_backbone
 from evalsuite.probes import PROBES
 from evalsuite.probes.base import SplitScoringProbe
@@ -53,6 +56,7 @@ def _run(config: RunConfig, dist, device) -> dict | None:
     use_threads(config.threads)
     card, reader, backbone = build_task_and_backbone(config)
     recipes = [check_recipe_fits(load_recipe(name), card) for name in (config.probes or card.probes)]
+    test_sites = _test_sites(card, reader)  # a card's `group` column must exist before hours of extraction
     timings = {"setup_s": time.perf_counter() - started}
 
     features = prepare_features(config, card, reader, backbone, device, dist)
@@ -64,6 +68,9 @@ def _run(config: RunConfig, dist, device) -> dict | None:
     test_clusters = interval_clusters(reader, "test", len(split_data["test"][1]))
     probe_results = [_run_probe(recipe, card, split_data, device, seed, test_clusters) for seed in config.seeds
                      for recipe in recipes]
+    if test_sites is not None:
+        probe_results.append(_group_robustness_result(card, split_data["test"], test_sites, test_clusters, device,
+                                                      config.seeds[0]))
     timings["probes_s"] = time.perf_counter() - started - timings["setup_s"] - timings["features_s"]
     extracted = {split: sum(per_rank) for split, per_rank in extracted_per_rank.items()}
     record = run_record(config, card, backbone, probe_results, extracted, timings, device,
@@ -123,6 +130,31 @@ def _reliability_plots(config, record: dict, test_labels, test_probas: dict) -> 
                                      folder / f"{record['run_id']}.{key.replace('/', '.')}.reliability.png",
                                      f"{record['task']['name']} / {record['model']['name']} / {key} (test)")
             for key, proba in test_probas.items()]
+
+
+def _test_sites(card, reader):
+    """The test items' values of the card's `group` column (site, scanner, stain), or None without one."""
+    if card.group is None:
+        return None
+    sites = reader.groups_of("test", card.group)
+    usable_k(GROUP_K, len(sites), reader.groups("test"))
+    return sites
+
+
+def _group_robustness_result(card, test_data, sites, test_clusters, device, seed: int) -> dict:
+    """The PathoROB robustness index of the test embeddings over the card's `group` column, as one probe row: it
+    depends on the embedding alone, so it is not repeated per probe."""
+    started = time.perf_counter()
+    (features, labels), (unit, clusters) = test_data, test_clusters
+    k = usable_k(GROUP_K, len(labels), clusters)
+    scored = group_robustness(features, labels, sites, k, exclude=clusters, clusters=clusters, seed=seed,
+                              device=device)
+    return {"probe": "knn_groups", "recipe": {"k": GROUP_K}, "recipe_path": "", "recipe_sha256": "", "seed": seed,
+            "selected_params": {"k": k, "group": card.group, "similarity": "cosine",
+                                "excluded": unit if clusters is not None else "self"},
+            "metrics": {"test": {GROUP_METRIC: scored[GROUP_METRIC]}},
+            "intervals_95": {"test": {GROUP_METRIC: list(scored[f"{GROUP_METRIC}_ci"])}},
+            "intervals_95_unit": unit if clusters is not None else "tile", "fit_s": time.perf_counter() - started}
 
 
 def _recipe_fields(recipe) -> dict:

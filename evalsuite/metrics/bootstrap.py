@@ -11,12 +11,14 @@ Each draw is a vector of item weights (how often each test item was drawn), so t
 come from weighted confusion matrices and weighted rank sums instead of re-running
 scikit-learn a thousand times; `weighted_metrics` with all weights 1 equals metrics.py.
 A draw that lacks a class still scores (balanced accuracy over present classes, AUROC over
-classes with positives and negatives).
+classes with positives and negatives). The calibration errors (calibration.py) are weighted
+bincounts over each item's precomputed confidence bin, correctness, Brier and NLL terms.
 """
 
 import numpy as np
 
 from evalsuite.errors import EvalsuiteError
+from evalsuite.metrics.calibration import CalibrationItems
 
 BOOTSTRAP_DRAWS = 1000
 CONFIDENCE = 0.95
@@ -57,12 +59,17 @@ def _confusion_metrics(confusion: np.ndarray) -> dict:
     }
 
 
-def weighted_metrics(y_true, predicted, ranks, weights, classes: int) -> dict:
+def weighted_metrics(y_true, predicted, ranks, weights, classes: int,
+                     calibration: CalibrationItems | None = None) -> dict:
+    """Metrics of the items repeated `weights` times; with `calibration` (the items' CalibrationItems) also
+    ece, mce, brier and nll."""
     pairs = np.asarray(y_true) * classes + predicted
     confusion = np.bincount(pairs, weights=weights, minlength=classes * classes).reshape(classes, classes)
     metrics = _confusion_metrics(confusion)
     aurocs = [r.auroc(weights) for r in ranks]
     metrics["auroc_macro_ovr"] = float(np.nanmean(aurocs)) if not np.all(np.isnan(aurocs)) else np.nan
+    if calibration is not None:
+        metrics.update(calibration.metrics(weights))
     return metrics
 
 
@@ -98,9 +105,10 @@ def bootstrap_intervals(y_true: np.ndarray, proba: np.ndarray, draws: int = BOOT
     items, classes = proba.shape
     predicted = proba.argmax(axis=1)
     ranks = [_ClassRanks(y_true, proba[:, c], c) for c in range(classes)]
+    calibration = CalibrationItems(y_true, proba)
     cluster_of_item, clusters = cluster_index(groups, items)
     if clusters < 2:
-        names = weighted_metrics(y_true, predicted, ranks, np.ones(items), classes)
+        names = weighted_metrics(y_true, predicted, ranks, np.ones(items), classes, calibration)
         return {name: (np.nan, np.nan) for name in names}
     rng = np.random.default_rng(seed)
     values = []
@@ -108,7 +116,7 @@ def bootstrap_intervals(y_true: np.ndarray, proba: np.ndarray, draws: int = BOOT
         # With one cluster per item this is the item bootstrap, draw for draw.
         drawn = np.bincount(rng.integers(0, clusters, size=clusters), minlength=clusters)
         weights = drawn[cluster_of_item].astype(np.float64)
-        values.append(weighted_metrics(y_true, predicted, ranks, weights, classes))
+        values.append(weighted_metrics(y_true, predicted, ranks, weights, classes, calibration))
     tail = (1 - confidence) / 2 * 100
     return {name: (float(np.nanpercentile([v[name] for v in values], tail)),
                    float(np.nanpercentile([v[name] for v in values], 100 - tail))) for name in values[0]}

@@ -2,13 +2,16 @@
 
 Balanced accuracy (mean per-class recall) is the headline for imbalanced tile tasks, as in
 eva and Patho-Bench; macro F1 (THUNDER, nanopath), accuracy and macro one-vs-rest AUROC
-are reported beside it.
+are reported beside it. The calibration errors of the same probabilities (ece, mce, brier, nll;
+calibration.py, lower is better) are reported too, but are not in METRICS: the probes select
+hyperparameters by maximising a METRICS entry.
 """
 
 import numpy as np
 from sklearn.metrics import accuracy_score, balanced_accuracy_score, f1_score, roc_auc_score
 
 from evalsuite.metrics.bootstrap import bootstrap_intervals
+from evalsuite.metrics.calibration import calibration_metrics
 
 
 def _balanced_accuracy(y_true, proba):
@@ -49,9 +52,12 @@ METRICS = {
 
 
 def compute_metrics(y_true: np.ndarray, proba: np.ndarray) -> dict:
-    """All registered metrics for integer labels and an (N, C) probability matrix."""
+    """All registered metrics (METRICS, then the calibration errors) for integer labels and an (N, C) probability
+    matrix."""
     y_true = np.asarray(y_true)
-    return {name: float(fn(y_true, proba)) for name, fn in METRICS.items()}
+    metrics = {name: float(fn(y_true, proba)) for name, fn in METRICS.items()}
+    metrics.update(calibration_metrics(y_true, proba))
+    return metrics
 
 
 def classification_split_metrics(_card, probe, features, labels, with_intervals: bool = False, groups=None,

@@ -27,12 +27,11 @@ from math import comb
 import numpy as np
 
 from evalsuite.metrics.bootstrap import BOOTSTRAP_DRAWS, CONFIDENCE, _ClassRanks, cluster_index, weighted_metrics
+from evalsuite.metrics.calibration import CALIBRATION_METRICS, LOWER_IS_BETTER, CalibrationItems
 from evalsuite.metrics.classification import METRICS
 
-# Metrics where a smaller value is better (calibration errors). Enabling the calibration metrics:
-# `from evalsuite.metrics.calibration import LOWER_IS_BETTER` in place of this line.
-LOWER_IS_BETTER = frozenset({"ece", "mce", "brier", "nll"})
-_WEIGHTED = {"balanced_accuracy", "f1_macro", "accuracy", "auroc_macro_ovr"}  # scored by weighted_metrics
+# Metrics scored by weighted_metrics from item weights (the others re-score the resampled items).
+_WEIGHTED = {"balanced_accuracy", "f1_macro", "accuracy", "auroc_macro_ovr", *CALIBRATION_METRICS}
 ALPHA = 0.05
 
 
@@ -71,11 +70,13 @@ class _Scorer:
         if not has_item_form(metric, extra_metrics):
             raise ValueError(f"no per-item form of metric '{metric}'")
         self.function = None if metric in _WEIGHTED else {**METRICS, **(extra_metrics or {})}[metric]
+        self.calibration = [CalibrationItems(y_true, p) if metric in CALIBRATION_METRICS else None
+                            for p in self.probas]
 
     def score(self, weights: np.ndarray) -> float:
         if self.function is None:
-            values = [weighted_metrics(self.y_true, predicted, ranks, weights, self.classes)[self.metric]
-                      for predicted, ranks in zip(self.predicted, self.ranks)]
+            values = [weighted_metrics(self.y_true, predicted, ranks, weights, self.classes, calibration)[self.metric]
+                      for predicted, ranks, calibration in zip(self.predicted, self.ranks, self.calibration)]
         else:  # no weighted form: score the resampled items themselves (item i repeated weights[i] times)
             index = np.repeat(np.arange(len(weights)), weights.astype(np.int64))
             values = [float(self.function(self.y_true[index], p[index])) for p in self.probas]

@@ -30,6 +30,7 @@ from evalsuite.readers.panda import PandaReader
 from evalsuite.readers.pannuke import PannukeReader
 from evalsuite.readers.pcam import PcamReader
 from evalsuite.readers.slide_csv import SlideCsvReader
+from evalsuite.readers.tile_csv import TileCsvReader
 from evalsuite.tasks.resources import shipped_data_dir
 
 READERS = {
@@ -45,6 +46,7 @@ READERS = {
     "consep": ConsepReader,
     "monusac": MonusacReader,
     "slide_csv": SlideCsvReader,
+    "tile_csv": TileCsvReader,
     "camelyon16": Camelyon16Reader,
     "panda": PandaReader,
 }

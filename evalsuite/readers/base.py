@@ -4,7 +4,8 @@ A reader is built as `Reader(card, data_root, check_counts=True, **card.reader.a
 one torch Dataset per split through `dataset(split, transform)`; each dataset exposes `labels`
 (class ids, or uint8 masks for segmentation) so nothing iterates images to get them. Readers that
 know which samples share a patient or slide give `groups(split)` and an `interval_unit` for the
-bootstrap.
+bootstrap. Readers that know each sample's site/scanner/stain give `groups_of(split, column)` for a card's
+`group` field (the robustness index, evalsuite.metrics.group_robustness).
 """
 
 import numpy as np
@@ -24,6 +25,13 @@ class Reader:
         """The cluster id (patient, slide) of each sample of `split` in dataset order; None: every sample is its
         own unit."""
         return None
+
+    def groups_of(self, split: str, column: str) -> list:
+        """The value of metadata `column` (a card's `group`: site, scanner, stain) of each sample of `split` in
+        dataset order. This reader has no per-sample metadata: a card asking for it is an error."""
+        raise EvalsuiteError(f"task card {self.card.path}: 'group: {column}' needs per-tile metadata, but reader "
+                             f"'{self.card.reader}' has none; list the tiles in a CSV with a '{column}' column and "
+                             "use reader tile_csv (datasets/tile_csv.yaml)")
 
     def check_split(self, split: str, known) -> None:
         """The one error for a split the reader does not have (a card or a caller naming a wrong split)."""

@@ -30,6 +30,7 @@ class TaskCard:
     data_root: str | None = None
     classes_closed: bool = False  # a class folder on disk that is not in `classes` is an error, not a note
     pooling: str | None = None  # token models' classification embedding for this task (None: each model's own)
+    group: str | None = None  # metadata column naming each tile's site/scanner/stain (docs/group_robustness.md)
     extra: dict = field(default_factory=dict)
 
     @property
@@ -100,7 +101,7 @@ def _card_from_mapping(raw: dict, path: Path, sha256: str) -> TaskCard:
     KINDS[kind].check_card(raw, path, classes)
     probes = _string_list(raw, path, "probes")
     known = {"name", "kind", "reader", "classes", "splits", "selection_metric", "probes", "description", "data_root",
-             "classes_closed", "pooling"}  # `layers` stays in `extra`: dense_layers() reads it
+             "classes_closed", "pooling", "group"}  # `layers` stays in `extra`: dense_layers() reads it
     return TaskCard(
         name=name,
         kind=kind,
@@ -116,8 +117,23 @@ def _card_from_mapping(raw: dict, path: Path, sha256: str) -> TaskCard:
         data_root=_field(raw, path, "data_root", str, required=False),
         classes_closed=bool(_field(raw, path, "classes_closed", bool, required=False)),
         pooling=pooling,
+        group=_group_column(raw, path, kind),
         extra={k: v for k, v in raw.items() if k not in known},
     )
+
+
+def _group_column(raw: dict, path: Path, kind: str) -> str | None:
+    """`group`: the reader's metadata column whose value (site, scanner, stain) the robustness index asks the
+    embedding to ignore (docs/group_robustness.md)."""
+    column = _field(raw, path, "group", str, required=False)
+    if column is None:
+        return None
+    if not column.strip():
+        raise EvalsuiteError(f"task card {path}: field 'group' must name a manifest column, e.g. group: site")
+    facts = KINDS[kind]  # the index compares one pooled embedding and one class per image
+    if facts.dense or facts.bags or facts.target != "class":
+        raise EvalsuiteError(f"task card {path}: field 'group' applies to tile classification cards only")
+    return column.strip()
 
 
 def _check_fields_of_other_kinds(raw: dict, path: Path, kind: str) -> None:
