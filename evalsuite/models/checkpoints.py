@@ -118,6 +118,7 @@ def assign_weights(model, state: dict) -> None:
     current = model.state_dict()
     state = {k: v.to(current[k].dtype) if v.is_floating_point() else v for k, v in state.items()}
     model.load_state_dict(state, strict=True, assign=True)
+    _init_computed_buffers(model)
     left_on_meta = [name for name, t in [*model.named_parameters(), *model.named_buffers()] if t.is_meta]
     if left_on_meta:
         raise EvalsuiteError(f"{type(model).__name__} has tensors no checkpoint fills: {_describe(left_on_meta)}")
@@ -176,3 +177,15 @@ def _describe(keys: list) -> str:
     shown = ", ".join(keys[:_MAX_KEYS_SHOWN])
     more = f" (+{len(keys) - _MAX_KEYS_SHOWN} more)" if len(keys) > _MAX_KEYS_SHOWN else ""
     return f"{len(keys)} [{shown}{more}]"
+
+
+def _init_computed_buffers(model) -> None:
+    """Buffers a module computes from its configuration (timm's RoPE periods in Eva/DINOv3) are in no checkpoint:
+    on a meta-device module they are rebuilt on the CPU by the module's own initialiser."""
+    for module in model.modules():
+        on_meta = [name for name, buffer in module.named_buffers(recurse=False) if buffer is not None and buffer.is_meta]
+        if on_meta and hasattr(module, "init_non_persistent_buffers"):
+            for name in on_meta:
+                buffer = module._buffers[name]
+                module._buffers[name] = torch.empty(buffer.shape, dtype=buffer.dtype, device="cpu")
+            module.init_non_persistent_buffers()

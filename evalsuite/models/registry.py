@@ -9,8 +9,15 @@ publish; the URLs are in `sources`, and facts we could not confirm are named in 
 Checkpoints published for Hugging Face transformers (Phikon, Phikon-v2, Hibou, Midnight) are
 the same networks as timm ViTs; `evalsuite.models.adapters` renames their keys, so one timm code path
 serves every entry and transformers is never needed at run time.
+
+Models a user may expect but that have no entry, and why (docs/models.md says more): GenBio-PathFM
+embeds each RGB channel separately with a one-channel ViT and concatenates the three class tokens,
+which no timm module's `forward_features` on an RGB tile gives; CONCH v1.5's tile embedding is its
+own attention pooler over the trunk's tokens (not a timm pooling), and its weights file
+(`pytorch_model_vision.bin`, keys under `trunk.`) is one the hub loader does not fetch.
 """
 
+import dataclasses
 from dataclasses import dataclass
 from typing import Callable
 
@@ -36,6 +43,9 @@ THUNDER = "https://github.com/MICS-Lab/thunder/blob/main/src/thunder/models/pret
 EVA_BACKBONES = "https://github.com/kaiko-ai/eva/blob/main/src/eva/vision/models/networks/backbones/pathology"
 TIMM_VIT = "https://github.com/huggingface/pytorch-image-models/blob/main/timm/models/vision_transformer.py"
 KAIKO_REPO = "https://github.com/kaiko-ai/towards_large_pathology_fms"
+TIMM_EVA = "https://github.com/huggingface/pytorch-image-models/blob/main/timm/models/eva.py"
+DINOV3_REPO = "https://github.com/facebookresearch/dinov3"
+OPENMIDNIGHT_REPO = "https://github.com/MedARC-AI/OpenMidnight"
 
 
 @dataclass(frozen=True)
@@ -318,5 +328,72 @@ _SPECS = [
         unconfirmed="hub weights are a community port (1aurent) of the GitHub release",
     ),
 ]
+
+
+def _dinov3(size: str, token_dim: int) -> ModelSpec:
+    """DINOv3 natural-image baseline (LVD-1689M), timm's port of Meta's weights.
+
+    timm builds DINOv3 as an Eva ViT with RoPE (no absolute position embeddings) and 4 register
+    ("storage") tokens; its `_dinov3_cfg` gives 256 px, bicubic, ImageNet mean/std. Upstream DINOv3
+    pools the class token (timm eva.py: "Original DINOv3 uses CLS-token pooling"; the transformers
+    DINOv3ViTModel pooler output is the class token). Meta's `facebook/dinov3-*` repositories hold
+    transformers checkpoints, which the adapters do not rename, so the entry points at timm's copy.
+    """
+    architecture = f"vit_{size}_patch16_dinov3"
+    return ModelSpec(
+        name=f"dinov3-vit{size[0]}16",
+        architecture=architecture,
+        timm_kwargs={"img_size": 256, "dynamic_img_size": True},
+        pretrained_cfg=PretrainedCfg(hub_id=f"hf-hub:timm/{architecture}.lvd1689m", input_size_px=256,
+                                     mean=IMAGENET_MEAN, std=IMAGENET_STD, licence="DINOv3 License", gated=None),
+        patch_size_px=16, num_prefix_tokens=5, token_dim=token_dim, pooling=CLS, embed_dim=token_dim,
+        sources=(_hub(f"timm/{architecture}.lvd1689m"), _hub(f"facebook/dinov3-vit{size[0]}16-pretrain-lvd1689m"),
+                 TIMM_EVA, DINOV3_REPO, "https://arxiv.org/abs/2508.10104"),
+        unconfirmed="whether timm's hub copy is gated like Meta's facebook/dinov3-* repositories (those are); "
+                    "that the timm copy holds the same weights as Meta's release",
+    )
+
+
+_SPECS += [
+    ModelSpec(
+        name="openmidnight-1.1",
+        architecture="vit_giant_patch14_reg4_dinov2",
+        # OpenMidnight trains DINOv2's vit_giant2 (SwiGLU, 4 registers) at 224 px global crops
+        # (dinov2/configs/train/vitg14_reg4.yaml); 1.1 ships as a timm checkpoint.
+        timm_kwargs={"img_size": 224, "init_values": 1e-5},
+        pretrained_cfg=PretrainedCfg(hub_id="hf-hub:medarc/OpenMidnight-1.1", input_size_px=224,
+                                     mean=IMAGENET_MEAN, std=IMAGENET_STD,
+                                     licence="unconfirmed (OpenMidnight 1.0: Apache-2.0)",
+                                     gated=None),
+        # The card's embedding: forward_features(x)[:, 0], 1536 wide.
+        patch_size_px=14, num_prefix_tokens=5, token_dim=1536, pooling=CLS, embed_dim=1536,
+        sources=(_hub("medarc/OpenMidnight-1.1"), _hub("SophontAI/OpenMidnight"), OPENMIDNIGHT_REPO,
+                 f"{OPENMIDNIGHT_REPO}/blob/main/dinov2/configs/train/vitg14_reg4.yaml",
+                 f"{OPENMIDNIGHT_REPO}/blob/main/eval_configs/bach.yaml"),
+        unconfirmed="architecture kwargs, mean/std, licence and gating of the hub repository (its timm config.json "
+                    "was not read): the architecture is OpenMidnight's training config, mean/std the ImageNet values "
+                    "of OpenMidnight's own eva configs",
+    ),
+    _dinov3("small", 384),
+    _dinov3("base", 768),
+    _dinov3("large", 1024),
+]
+
+
+def _eva_cls_variant(spec: ModelSpec, eva_source: str) -> ModelSpec:
+    """`spec` pooled as eva's leaderboard pools it: the class token alone, where the card concatenates it with
+    the mean patch token. The same embedding as `--model NAME --pooling cls`, under its own registry name."""
+    return dataclasses.replace(
+        spec, name=f"{spec.name}-cls", pooling=CLS, embed_dim=spec.token_dim,
+        sources=spec.sources + (eva_source, "https://github.com/kaiko-ai/eva/blob/main/src/eva/core/models/"
+                                            "transforms/extract_cls_features.py"),
+    )
+
+
+# The eva wrapper behind each: paige.py and bioptimus.py default to include_patch_tokens=False, kaiko.py loads
+# Midnight through ExtractCLSFeatures (kaiko-ai/eva at 73b61a7).
+_EVA_CLS_WRAPPERS = {"virchow2": "paige.py", "h0-mini": "bioptimus.py", "midnight-12k": "kaiko.py"}
+_SPECS += [_eva_cls_variant(spec, f"{EVA_BACKBONES}/{_EVA_CLS_WRAPPERS[spec.name]}")
+           for spec in _SPECS if spec.name in _EVA_CLS_WRAPPERS]
 
 MODELS = {spec.name: spec for spec in _SPECS}

@@ -6,24 +6,44 @@ import time
 import pytest
 import torch
 from conftest import assert_one_line_error, run_cli
+from safetensors.torch import save_file
 
-from evalsuite.models.backbones import create_architecture, spec_backbone
-from evalsuite.models.pooling import DENSE_RULES, FEATURE_MAP, POOLING_RULES, TIMM_HEAD, pooled_dim
+from evalsuite.errors import EvalsuiteError
+from evalsuite.models import checkpoints
+from evalsuite.models.backbones import create_architecture, load_weights, spec_backbone
+from evalsuite.models.pooling import (
+    CLS,
+    CLS_MEAN_PATCH,
+    DENSE_RULES,
+    FEATURE_MAP,
+    POOLING_RULES,
+    TIMM_HEAD,
+    pooled_dim,
+)
 from evalsuite.models.registry import MODELS
 
 ISSUE_NAMES = ["uni", "uni2-h", "virchow", "virchow2", "h-optimus-0", "h-optimus-1", "h0-mini", "prov-gigapath",
                "phikon", "phikon-v2", "hibou-b", "hibou-l", "midnight-12k", "lunit-vits8", "kaiko-vits16",
-               "kaiko-vitb16", "kaiko-vitl14", "efficientnet_lite0_imagenet"]
+               "kaiko-vitb16", "kaiko-vitl14", "efficientnet_lite0_imagenet",
+               # issue 17
+               "openmidnight-1.1", "dinov3-vits16", "dinov3-vitb16", "dinov3-vitl16",
+               "virchow2-cls", "h0-mini-cls", "midnight-12k-cls"]
 
 # Published embedding sizes (model cards; the H0-mini, Virchow and Midnight cards concatenate
 # the class token with the mean patch token, doubling the token width).
 CARD_EMBED_DIMS = {"uni": 1024, "uni2-h": 1536, "virchow": 2560, "virchow2": 2560, "h-optimus-0": 1536,
                    "h-optimus-1": 1536, "h0-mini": 1536, "prov-gigapath": 1536, "phikon": 768, "phikon-v2": 1024,
                    "hibou-b": 768, "hibou-l": 1024, "midnight-12k": 3072, "lunit-vits8": 384, "kaiko-vits16": 384,
-                   "kaiko-vitb16": 768, "kaiko-vitl14": 1024, "efficientnet_lite0_imagenet": 1280}
+                   "kaiko-vitb16": 768, "kaiko-vitl14": 1024, "efficientnet_lite0_imagenet": 1280,
+                   # OpenMidnight-1.1 card: tokens[:, 0] is 1536 wide; DINOv3 S/B/L widths (timm eva.py);
+                   # eva's class-token-only embeddings (its IN_FEATURES: 1280 Virchow2, 1536 Midnight).
+                   "openmidnight-1.1": 1536, "dinov3-vits16": 384, "dinov3-vitb16": 768, "dinov3-vitl16": 1024,
+                   "virchow2-cls": 1280, "h0-mini-cls": 768, "midnight-12k-cls": 1536}
 # Register tokens named on the cards / in the benchmark loaders.
 CARD_REGISTERS = {"uni2-h": 8, "virchow2": 4, "h-optimus-0": 4, "h-optimus-1": 4, "h0-mini": 4, "hibou-b": 4,
-                  "hibou-l": 4, "kaiko-vitl14": 4}
+                  "hibou-l": 4, "kaiko-vitl14": 4, "openmidnight-1.1": 4, "dinov3-vits16": 4, "dinov3-vitb16": 4,
+                  "dinov3-vitl16": 4, "virchow2-cls": 4, "h0-mini-cls": 4}
+EVA_CLS_VARIANTS = {"virchow2-cls": "virchow2", "h0-mini-cls": "h0-mini", "midnight-12k-cls": "midnight-12k"}
 
 BATCH = 2
 
@@ -68,9 +88,61 @@ def test_architecture_yields_documented_tokens_and_embedding(name):
     tokens = model.forward_features(images)
     assert tuple(tokens.shape) == (BATCH, spec.num_prefix_tokens + grid_h * grid_w, spec.token_dim)
     assert model.num_prefix_tokens == spec.num_prefix_tokens
-    assert model.num_reg_tokens == spec.num_register_tokens
+    # timm's VisionTransformer and Eva (DINOv3) both keep registers in `reg_token` (None without them).
+    assert (0 if model.reg_token is None else model.reg_token.shape[1]) == spec.num_register_tokens
     assert tuple(model.patch_embed.patch_size) == (spec.patch_size_px, spec.patch_size_px)
     assert model.embed_dim == spec.token_dim
+
+
+@pytest.mark.parametrize("variant, base", sorted(EVA_CLS_VARIANTS.items()))
+def test_eva_class_token_variant_is_the_card_model_pooled_by_its_class_token(variant, base):
+    card, eva = MODELS[base], MODELS[variant]
+    assert card.pooling == CLS_MEAN_PATCH and eva.pooling == CLS
+    assert eva.embed_dim == card.token_dim == card.embed_dim // 2
+    same = ("architecture", "timm_kwargs", "pretrained_cfg", "patch_size_px", "num_prefix_tokens", "token_dim", "dense")
+    assert all(getattr(eva, field) == getattr(card, field) for field in same)
+    assert any("kaiko-ai/eva" in url for url in eva.sources)
+
+
+def test_eva_class_token_variant_embeds_exactly_the_class_token():
+    # Random weights on a real (CPU) ViT-B, forwarded once at its fixed 224 px: the variant's embedding is the
+    # class token, the card model's embedding starts with it and continues with the mean of the patch tokens.
+    spec = MODELS["h0-mini-cls"]
+    model = create_architecture(spec)
+    images = torch.rand(1, 3, 224, 224)
+    variant = spec_backbone(spec, model, weights_id="random", label=spec.name)
+    card = spec_backbone(MODELS["h0-mini"], model, weights_id="random", label="h0-mini")
+    with torch.no_grad():
+        tokens = model.forward_features(images)
+        pooled, card_pooled = variant.pooled_features(images), card.pooled_features(images)
+    torch.testing.assert_close(pooled, tokens[:, 0])
+    torch.testing.assert_close(card_pooled, torch.cat([tokens[:, 0], tokens[:, 5:].mean(dim=1)], dim=-1))
+
+
+def test_dinov3_runs_at_the_pathology_tile_size_and_fits_a_timm_layout_checkpoint(tmp_path):
+    # DINOv3 has RoPE and no absolute position embedding: a 224 px tile (14x14 patches) needs no resampling.
+    spec = MODELS["dinov3-vits16"]
+    model = create_architecture(spec)
+    backbone = spec_backbone(spec, model, weights_id="random", label=spec.name)
+    with torch.no_grad():
+        dense = backbone.dense_features(torch.rand(1, 3, 224, 224))
+    assert tuple(dense.shape) == (1, 14, 14, spec.token_dim)
+    # A checkpoint in timm's layout (as on the hub) fits the architecture key for key and shape for shape.
+    save_file({k: v.contiguous() for k, v in model.state_dict().items()}, tmp_path / "w.safetensors")
+    state = checkpoints.read_state_dict(tmp_path / "w.safetensors")
+    fitted = checkpoints.matched_state_dict(create_architecture(spec, device="meta"), state, tmp_path)
+    assert fitted.keys() == state.keys()
+
+
+def test_dinov3_weights_load_onto_the_meta_module_and_reproduce_the_reference(tmp_path):
+    spec = MODELS["dinov3-vits16"]
+    reference = create_architecture(spec).eval()
+    save_file({k: v.contiguous() for k, v in reference.state_dict().items()}, tmp_path / "w.safetensors")
+    model = create_architecture(spec, device="meta")
+    load_weights(model, tmp_path / "w.safetensors")
+    images = torch.rand(1, 3, 64, 64)
+    with torch.no_grad():
+        torch.testing.assert_close(model.eval().forward_features(images), reference.forward_features(images))
 
 
 def test_list_models_prints_every_entry_with_its_dims():
@@ -83,6 +155,8 @@ def test_list_models_prints_every_entry_with_its_dims():
         assert f"{MODELS[name].patch_size_px} px" in rows[name]
     assert "1 cls + 4 reg + 16x16 patches" in rows["virchow2"]
     assert "gated" in rows["uni2-h"] and "MIT" in rows["midnight-12k"]
+    assert "1 cls + 4 reg + 16x16 patches" in rows["dinov3-vitl16"] and "256 px" in rows["dinov3-vitl16"]
+    assert " 1280 " in rows["virchow2-cls"] and "gating unconfirmed" in rows["openmidnight-1.1"]
     assert "tasks:" not in result.stdout
 
 
