@@ -13,13 +13,16 @@ embeds every tile two (or three) ways, the order rotating every round, ``--round
 - ``full pipeline``: ``FeatureCache.start_or_resume`` with the slide ``CacheLayout``
   (``evalsuite.features.slide_features.cache_layout``: chunks never cross a slide, the slide table in the
   manifest, ``coords_level0.npy`` beside it) and ``evalsuite.features.extract.extract_to_cache`` as a run calls it
-  on a ``SlideTiles`` dataset: ``--num-workers`` DataLoader workers, each reading tiles with OpenSlide on its own
-  cached handles and transforming them; the forward in the memory format extraction uses (channels-last for a
-  CNN) under ``torch.inference_mode()`` and the compute precision; the NaN / float16-range checks, the float16
-  chunk buffer, and per chunk (one slide here) a pwrite, fsync, sha256 and atomic manifest update; ``finish``.
+  on a ``SlideTiles`` dataset: tiles read with OpenSlide on cached handles (PIL-resized when the model's input
+  size differs) as uint8, by ``--num-workers`` DataLoader workers, or with 0 workers in the main process on a
+  pool of as many threads as the forward's; each batch converted to the model's normalised float input in the
+  main process (``SlideTiles.prepare_batch``, bit-identical to the per-tile transform); the forward in the
+  memory format extraction uses (channels-last for a CNN) under ``torch.inference_mode()`` and the compute
+  precision; the NaN / float16-range checks, the float16 chunk buffer, and per chunk (one slide here) a pwrite,
+  fsync, sha256 and atomic manifest update; ``finish``.
 - ``pure forward``: ``backbone.pooled_features`` on the same batches (the chunk-aligned batches
-  ``extract_to_cache`` makes: at most ``--batch-size`` tiles, never across a slide), read, transformed, stacked
-  and put in the same memory format beforehand, in RAM; same threads and precision; nothing else.
+  ``extract_to_cache`` makes: at most ``--batch-size`` tiles, never across a slide), read, converted and put in
+  the same memory format beforehand, in RAM; same threads and precision; nothing else.
 - with ``--full-batches``, ``pure forward, full batches``: the same tiles in batches of exactly ``--batch-size``
   across slides: whether slide-bounded batches (10-14 tiles on the demo slides, up to ``--batch-size`` on real
   ones) cost anything. (Seen: no; efficientnet_lite0 ran 1.5-1.7x slower per tile in batches of 64 than of ~11
@@ -34,31 +37,34 @@ How to read it
 - ``steady state``: the pipeline less its one-off start-up (until the first forward: forking the workers, their
   first slide opens and tiles) and its end (after the last chunk: ``finish``, stopping the workers), i.e. the
   per-tile cost a split much larger than this one approaches.
-- The ``pipeline:`` rows split its wall time; ``between batches`` is waiting for the workers plus the checks and
-  float16 conversion. ``forward`` in the pipeline above ``pure forward``: the workers took CPU from the forward.
+- The ``pipeline:`` rows split its wall time; ``between batches`` is reading the tiles (no worker) or waiting for
+  the workers, plus the batch conversion, the checks and the float16 cast. ``forward`` in the pipeline above
+  ``pure forward``: the workers took CPU from the forward.
 - ``other load``: CPUs busy with other processes during a measurement (``/proc/stat`` less this process's and
   its reaped workers' CPU time). With a 2-thread forward on 2 cores, one busy core stalls every parallel region:
   forwards then take 3-5x longer. Rows measured under other load say little; compare quiet ones.
-- ``separately:``: tiling (once per split, not in the ratio) and reading + transforming every tile in one
-  process with one torch thread (a worker's work).
+- ``separately:``: tiling (once per split, not in the ratio; the line ``with the split's tiling`` adds it) and
+  reading every tile as the pipeline's loader does (one thread with workers, else the forward's threads), then
+  converting the batches in the main process.
 - ``peak RSS``: ``VmHWM`` of this process over the warm-up pipeline run (reset with ``echo 5 >
   /proc/self/clear_refs`` just before it, nothing pre-decoded yet) beside the RSS before it (interpreter, torch,
   backbone, tile layout). The workers are separate processes; their ``VmHWM``, sampled at every chunk write, is
   printed after it (pages shared copy-on-write with this process count in each).
 Timings are wall clock: compare rows of one run, not runs.
 
-Seen on the project's 2-core AVX2 host (quiet, efficientnet_lite0, 136 tiles): pipeline / pure forward 1.33
-(steady state 1.25) with the run's 1 worker + 2 threads, the forward itself 1.20x slower inside the pipeline;
-1.16-1.23 with ``--num-workers 0`` (forward undisturbed, the 3.4 ms/tile of reading and transforming serial).
-Reading + transforming a tile costs ~3.3 ms on one thread (OpenSlide ``read_region`` ~2 ms, ``ToTensor`` ~0.45,
-``Normalize`` ~0.2) against ~23-26 ms of forward, and on 2 cores the worker can only take it from the forward.
-That forward is itself ~40 % kernel time there (page faults on activation buffers glibc maps and unmaps per
-call); with ``MALLOC_MMAP_THRESHOLD_`` and ``MALLOC_TRIM_THRESHOLD_`` at 4 GiB it runs ~2x faster and the
-pipeline's ratio rises to ~2.1 (1 worker) and ~1.5 (no worker): the fixed cost of decoding weighs more.
+Seen on the project's 2-core host (quiet: other load <= 0.02 CPUs, efficientnet_lite0 fp32, 136 tiles): pipeline /
+pure forward 1.12 (fastest) / 1.13 (medians and pairs) with the run's default on 2 CPUs, no worker: the forward
+inside the pipeline as fast as alone, reading ~0.9 ms/tile on 2 threads plus ~0.26 ms/tile of batch conversion
+against ~11.8 ms of forward. With 1 worker the same code measured ~1.5: the worker's reads (~1.5 ms/tile on one
+core) stall the 2-thread forward by 33-38 %, more than the reads cost serially. Before (per-tile ToTensor +
+Normalize in 1 worker): 1.33-1.37. Tiling the 12 demo slides costs ~0.47-0.65 s (3.4-4.8 ms/tile: they hold ~11
+tiles each); counted in, the ratio is ~1.4. The forward itself is ~40 % kernel time there (page faults on
+activation buffers glibc maps and unmaps per call; ~6,200 minor faults a tile); with ``MALLOC_MMAP_THRESHOLD_``
+and ``MALLOC_TRIM_THRESHOLD_`` at 4 GiB it runs ~2x faster and the fixed cost of reading weighs more.
 
 Run: ``python benchmarks/slide_extract.py`` (defaults: 12 demo slides (about 140 tiles), batch 64, workers,
-threads and precision as ``evalsuite run`` picks them here, 5 rounds; about 1 minute on 2 quiet cores, up to 3
-under load).
+threads and precision as ``evalsuite run`` picks them here (no worker on <= 2 CPUs without a GPU), 5 rounds;
+about 1 minute on 2 quiet cores, up to 3 under load).
 """
 
 import argparse
@@ -266,7 +272,7 @@ def run(args) -> None:
     tiles = len(dataset)
     backbone.model.to(device)
     with torch.inference_mode(), autocast_context(device, precision):
-        row_shape = tuple(backbone.pooled_features(dataset[0][0].unsqueeze(0)).shape[1:])
+        row_shape = tuple(backbone.pooled_features(dataset.prepare_batch(dataset[0][0].unsqueeze(0))).shape[1:])
     chunk_rows = chunk_rows_for(row_shape, args.batch_size, None)  # as a run sizes them
     bounds = cache_layout(layout, chunk_rows).bounds
     batches = chunk_aligned_batches([(i, a, b) for i, (a, b) in enumerate(bounds)], args.batch_size)
@@ -292,14 +298,16 @@ def run(args) -> None:
         decode_threads = 1 if args.num_workers > 0 else threads
         torch.set_num_threads(decode_threads)
         decode_started = time.perf_counter()
-        images = [dataset[i][0] for i in range(tiles)]
+        images = [tile for batch in batches for tile, _slide in dataset.__getitems__(batch)]  # as the loader fetches
         decode_seconds = time.perf_counter() - decode_started
         torch.set_num_threads(threads)
-        decoded = [torch.stack([images[i] for i in batch]).contiguous(memory_format=memory_format)
-                   for batch in batches]
+        prepare_started = time.perf_counter()  # the batch conversion, in the main process as the pipeline does it
+        decoded = [dataset.prepare_batch(torch.stack(images[batch[0]:batch[-1] + 1])).contiguous(
+            memory_format=memory_format) for batch in batches]
+        prepare_seconds = time.perf_counter() - prepare_started
         full_batches = []
         if args.full_batches:
-            stacked = torch.stack(images)
+            stacked = dataset.prepare_batch(torch.stack(images))
             full_batches = [stacked[i:i + args.batch_size].contiguous(memory_format=memory_format)
                             for i in range(0, tiles, args.batch_size)]
             del stacked
@@ -323,12 +331,12 @@ def run(args) -> None:
                 for kind in kinds), file=sys.stderr, flush=True)
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
-    report(args, results, warm, tiles, len(records), threads, decode_threads, decode_seconds, tiling_seconds,
-           usable_cpus(), device)
+    report(args, results, warm, tiles, len(records), threads, decode_threads, decode_seconds, prepare_seconds,
+           tiling_seconds, usable_cpus(), device)
 
 
-def report(args, results, warm, tiles, slides, threads, decode_threads, decode_seconds, tiling_seconds, cpus,
-           device) -> None:
+def report(args, results, warm, tiles, slides, threads, decode_threads, decode_seconds, prepare_seconds,
+           tiling_seconds, cpus, device) -> None:
     median = statistics.median
     pure, full, pipelines = results["pure"], results["full"], results["pipeline"]
     pure_fast, pure_median = min(p["total"] for p in pure), median(p["total"] for p in pure)
@@ -347,10 +355,11 @@ def report(args, results, warm, tiles, slides, threads, decode_threads, decode_s
              row("  pipeline: start-up to the first forward", pipelines, "startup", False),
              row("  pipeline: forward", pipelines, "forward", False),
              row(f"  pipeline: chunk writes ({pipelines[0]['chunks']})", pipelines, "writes", False),
-             row("  pipeline: between batches (loader waits, checks, fp16)", pipelines, "between", False),
+             row("  pipeline: between batches (reads/waits, conversion, checks)", pipelines, "between", False),
              row("  pipeline: after the last chunk (finish, workers stop)", pipelines, "tail", False),
              row(f"separately: tiling {slides} slides (tissue detection)", tiling_seconds),
-             row(f"separately: read + transform, 1 process, {decode_threads} thread(s)", decode_seconds)]
+             row(f"separately: read tiles (+ PIL steps), 1 process, {decode_threads} thread(s)", decode_seconds),
+             row(f"separately: uint8 batches -> model input, {threads} thread(s)", prepare_seconds)]
     print(machine_line(device))
     print(format_table(HEADER, table, left=1))
     print()
@@ -359,16 +368,19 @@ def report(args, results, warm, tiles, slides, threads, decode_threads, decode_s
     print(f"pipeline / pure forward: {min(totals) / pure_fast:.3f} (fastest of {args.rounds} each), "
           f"{median(totals) / pure_median:.3f} (medians), {median(paired):.3f} (median of the {args.rounds} "
           f"back-to-back pairs: {', '.join(f'{r:.3f}' for r in paired)}); issue #16 target <= 1.15 on CPU")
+    print(f"with the split's tiling (tissue detection, once per split, outside the rows above) / pure forward: "
+          f"{(min(totals) + tiling_seconds) / pure_fast:.3f} (fastest): the demo slides hold ~11 tiles each, real "
+          f"ones thousands, so there tiling weighs far less")
     print(f"steady state (pipeline less its one-off start-up and end) / pure forward: "
           f"{min(p['steady'] for p in pipelines) / pure_fast:.3f} (fastest): the per-tile cost a split much larger "
           f"than {tiles} tiles approaches")
     inside = [p["forward"] for p in pipelines]
     print(f"forward inside the pipeline / pure forward: {min(inside) / pure_fast:.3f} (fastest), "
-          f"{median(inside) / pure_median:.3f} (medians); above 1: the workers took CPU from the forward")
+          f"{median(inside) / pure_median:.3f} (medians); above 1: workers (or other load) took CPU from the forward")
     if full:
         print(f"slide-bounded batches / full batches of {args.batch_size}, pure forward: "
               f"{pure_fast / min(f['total'] for f in full):.3f} (fastest)")
-    decode_ms, forward_ms = 1000 * decode_seconds / tiles, 1000 * pure_fast / tiles
+    decode_ms, forward_ms = 1000 * (decode_seconds + prepare_seconds) / tiles, 1000 * pure_fast / tiles
     print(f"per tile: read + transform {decode_ms:.2f} ms ({decode_threads} thread(s)), forward {forward_ms:.2f} ms "
           f"({threads} thread(s), fastest): {decode_ms / forward_ms:.2f} of the forward; {args.num_workers} worker(s) "
           f"+ {threads} forward thread(s) on {cpus} usable CPU(s)")
@@ -403,8 +415,9 @@ def parse_args(argv=None):
                         help="demo slides, evenly spaced over the manifest (default: %(default)s, about 140 tiles; "
                              "the demo has 52, about 620 tiles)")
     parser.add_argument("--batch-size", type=int, default=64, help="extraction batch (default: 64, as a run)")
-    parser.add_argument("--num-workers", type=int, default=default_num_workers(),
-                        help=f"DataLoader workers (default: {default_num_workers()}, as a run on this machine)")
+    parser.add_argument("--num-workers", type=int, default=default_num_workers("cpu"),
+                        help=f"DataLoader workers (default: {default_num_workers('cpu')}, as a CPU run on this "
+                             f"machine; 0: the main process reads the tiles on the forward's threads)")
     parser.add_argument("--threads", type=int, default=0,
                         help="torch intra-op threads (default 0: as a run, every usable CPU)")
     parser.add_argument("--precision", choices=["auto", "bf16", "fp16", "fp32"], default="auto",

@@ -3,6 +3,7 @@
 Kept free of torch and timm so the CLI checks its flags before the heavy imports.
 """
 
+import dataclasses
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -24,7 +25,7 @@ class RunConfig:
     seeds: list = field(default_factory=lambda: [0])  # probes are trained and scored once per seed
     device: str = "auto"
     batch_size: int = 64
-    num_workers: int = field(default_factory=default_num_workers)
+    num_workers: int | None = None  # DataLoader workers; None: default_num_workers for the run's device
     precision: str = "auto"  # auto | bf16 | fp16 | fp32 (evalsuite.runtime.precision)
     threads: int = 0  # torch intra-op threads; 0: every usable CPU (evalsuite.runtime.cpus)
     data_root: str | None = None
@@ -34,3 +35,9 @@ class RunConfig:
     chunk_rows: int | None = None  # extraction chunk; None: sized by bytes
     skip_bad_slides: bool = False  # slide tasks: leave out (and record) slides that cannot be tiled
     plots: bool = False  # also save a reliability diagram PNG per probe and seed beside the run JSON
+
+    def for_device(self, device_type: str) -> "RunConfig":
+        """This config with the defaults that depend on the device filled in (the DataLoader workers)."""
+        if self.num_workers is not None:
+            return self
+        return dataclasses.replace(self, num_workers=default_num_workers(device_type))

@@ -50,6 +50,7 @@ def run(config: RunConfig) -> dict | None:
 
 def _run(config: RunConfig, dist, device) -> dict | None:
     started = time.perf_counter()
+    config = config.for_device(device.type)
     # A read-only, full-of-files or foreign --out fails now, not after hours of extraction.
     check_out_folder(config.out_dir)
     check_appendable(Path(config.out_dir) / LEADERBOARD_FILE)

@@ -9,9 +9,11 @@ from pathlib import Path
 
 # The demo slides are built once per version of their builder, in a folder every test worker shares (the build is
 # locked and atomic), not in the user's ~/.cache.
-_BUILDER = Path(__file__).resolve().parents[1] / "evalsuite" / "readers" / "demo_slides.py"
-os.environ.setdefault("EVALSUITE_DATA_HOME", str(Path(tempfile.gettempdir()) / (
-    f"evalsuite-test-data-{os.getuid()}-{hashlib.sha256(_BUILDER.read_bytes()).hexdigest()[:12]}")))
+_BUILDERS = [Path(__file__).resolve().parents[1] / "evalsuite" / "readers" / name
+             for name in ("demo_slides.py", "demo_slide_pieces.py")]
+_BUILDERS_SHA = hashlib.sha256(b"".join(path.read_bytes() for path in _BUILDERS)).hexdigest()[:12]
+os.environ.setdefault("EVALSUITE_DATA_HOME", str(Path(tempfile.gettempdir()) /
+                                                 f"evalsuite-test-data-{os.getuid()}-{_BUILDERS_SHA}"))
 
 # Under pytest-xdist (-n 2, two test files at a time on a 2-core CI host) each worker and the runs it
 # starts compute on one thread: two 2-thread OpenMP pools on 2 cores spin against each other.

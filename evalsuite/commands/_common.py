@@ -5,7 +5,6 @@ from pathlib import Path
 from evalsuite.config import DEFAULT_MODEL, DEFAULT_OUT, RunConfig
 from evalsuite.errors import EvalsuiteError
 from evalsuite.models.pooling import check_token_rule
-from evalsuite.runtime.cpus import default_num_workers
 from evalsuite.runtime.precision import PRECISIONS
 
 
@@ -24,9 +23,10 @@ def add_task_model_args(parser) -> None:
                      help="do not compare split sizes with the dataset's official counts (for subsets)")
     parser.add_argument("--device", default="auto", help="auto, cpu, cuda or cuda:N (default auto)")
     parser.add_argument("--batch-size", type=int, default=64, help="extraction batch size (default 64)")
-    parser.add_argument("--num-workers", type=int, default=default_num_workers(),
-                        help="DataLoader workers for extraction (default min(4, CPUs - 1): decoding must not "
-                             "steal the cores the forward pass runs on)")
+    parser.add_argument("--num-workers", type=int, default=None,
+                        help="DataLoader workers for extraction (default min(4, CPUs - 1); 0 when the forward runs "
+                             "on a CPU with 2 or fewer CPUs per process, where a worker would slow the forward more "
+                             "than decoding in the main process costs)")
     parser.add_argument("--cache", choices=["auto", "ram", "memmap"], default="auto",
                      help="hold feature caches in host RAM or memory-mapped from disk (default auto: the RAM "
                           "budget planner decides; forcing ram over budget is refused)")
@@ -58,7 +58,7 @@ def run_config(args, **extra):
 
     The arguments are checked before the runner (torch, timm, scikit-learn: seconds of imports)
     is loaded, so a mistyped flag is answered at once."""
-    if args.batch_size < 1 or args.num_workers < 0 or args.threads < 0 or (args.chunk_rows is not None and args.chunk_rows < 1):
+    if args.batch_size < 1 or (args.num_workers is not None and args.num_workers < 0) or args.threads < 0 or (args.chunk_rows is not None and args.chunk_rows < 1):
         raise EvalsuiteError("--batch-size and --chunk-rows must be >= 1, --num-workers and --threads >= 0")
     if args.pooling is not None:
         check_token_rule(args.pooling, "--pooling")

@@ -26,8 +26,10 @@ def main(args) -> None:
     from evalsuite.runner import build_task_and_backbone
     from evalsuite.runtime.devices import resolve_device
 
+    device = resolve_device(config.device)
+    config = config.for_device(device.type)
     card, reader, backbone = build_task_and_backbone(config)
-    plan = plan_splits(config, card, reader, backbone, resolve_device(config.device)).plan
+    plan = plan_splits(config, card, reader, backbone, device).plan
     print(json.dumps(plan.to_dict(), indent=2, default=str) if args.json else format_plan(plan))
     sys.stdout.flush()
     if plan.decision == "refuse":

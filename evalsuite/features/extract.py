@@ -106,6 +106,9 @@ def extract_to_cache(backbone, dataset, writer, device: torch.device, *, batch_s
     loader = torch.utils.data.DataLoader(dataset, batch_sampler=chunk_aligned_batches(pending, batch_size),
                                          worker_init_fn=_workers_ignore_stop_signals,
                                          **loader_kwargs(device, num_workers))
+    # A dataset may hand out raw pixels and convert whole batches here (readers.slides.SlideTiles: uint8 tiles);
+    # a dataset without prepare_batch gives model inputs already.
+    prepare_batch = getattr(dataset, "prepare_batch", None) or (lambda images: images)
     chunk_rows = max(stop - start for _, start, stop in pending)
     buffer = np.empty((chunk_rows, *writer.row_shape), dtype=CACHE_DTYPE)
     forwarded = 0
@@ -116,8 +119,9 @@ def extract_to_cache(backbone, dataset, writer, device: torch.device, *, batch_s
             filled = 0
             while filled < stop_row - start:
                 images, _ = next(batches)
+                images = prepare_batch(images.to(device, non_blocking=True))
                 with autocast_context(device, precision):
-                    output = features_of(images.to(device, non_blocking=True).contiguous(memory_format=memory_format))
+                    output = features_of(images.contiguous(memory_format=memory_format))
                 rows = _checked_rows(output.float(), writer.row_shape, start + filled, description)
                 buffer[filled : filled + len(rows)] = rows.to(torch.float16).cpu().numpy()
                 filled += len(rows)

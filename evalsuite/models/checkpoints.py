@@ -183,7 +183,8 @@ def _init_computed_buffers(model) -> None:
     """Buffers a module computes from its configuration (timm's RoPE periods in Eva/DINOv3) are in no checkpoint:
     on a meta-device module they are rebuilt on the CPU by the module's own initialiser."""
     for module in model.modules():
-        on_meta = [name for name, buffer in module.named_buffers(recurse=False) if buffer is not None and buffer.is_meta]
+        on_meta = [name for name, buffer in module.named_buffers(recurse=False)
+                   if buffer is not None and buffer.is_meta]
         if on_meta and hasattr(module, "init_non_persistent_buffers"):
             for name in on_meta:
                 buffer = module._buffers[name]

@@ -1,13 +1,24 @@
-"""Where the demo slides' tissue pieces sit and where each is cut from (readers/demo_slides.py writes the slides).
+"""Where the demo slides' tissue pieces sit, where each is cut from and how it is coloured (readers/demo_slides.py
+writes the slides).
 
 Every slide holds 10-14 pieces of 224x224 px on the 224-px grid of its 2048x1536 canvas, in 1-3
 separate clusters. Most pieces are stroma (the stromal image). The 2-4 other pieces are cut
 from the tumour-nest image, and they make the label: on `tumour` slides they are tumour-cell
-crops, on `stroma` slides lymphocyte-rich crops of the same image. Both kinds are dense, purple,
-nucleus-rich tissue of one stain and scan, so colour and density alone do not tell the classes
-apart: the nuclei's shape does. The nest image's nucleus-type mask (hgsc_nest_type_mask.npz)
-picks the crops: tumour = neoplastic nucleus pixels >= 15 % of the crop; inflammation =
-inflammatory pixels >= 8 % and neoplastic < 0.5 %.
+crops, on `stroma` slides lymphocyte-rich crops of the same image. The nest image's nucleus-type
+mask (hgsc_nest_type_mask.npz) picks the crops: tumour = neoplastic nucleus pixels >= 15 % of the
+crop; inflammation = inflammatory pixels >= 8 % and neoplastic < 0.5 %.
+
+Colour (so that what tells the classes apart is what the nuclei look like, not colour statistics):
+- Uncorrected, the two kinds differ in colour statistics: tumour crops average RGB (142, 87, 177)
+  with per-channel spread (42, 46, 26), lymphocyte crops (147, 104, 173) and (66, 72, 44). A
+  randomly initialised CNN reads that alone: ABMIL on its features scored test balanced accuracy
+  1.000, as with ImageNet weights (docs/slides.md). So every nest piece is moved to one shared
+  per-channel mean and spread, NEST_MEAN_RGB and NEST_STD_RGB (about midway between the kinds), a
+  Reinhard-style colour transfer (Reinhard et al. 2001, there in l-alpha-beta space, here per RGB channel).
+- Then every piece of a slide gets that slide's stain and scanner: haematoxylin and eosin amounts
+  (optical density in the Ruifrok-Johnston basis, skimage's rgb_from_hed) scaled and shifted, as in
+  the HED augmentation of Tellez et al. 2018, then brightness and contrast, drawn once per slide and
+  independent of the class (a site effect). The glass is not restained.
 
 No pixel serves two splits. Stroma crops lie in a band of rows of the stromal image (train
 0-899, val 900-1199, test 1200-1499). Nest crops lie inside one 300-px block of the nest image,
@@ -32,6 +43,14 @@ STROMA_ROWS = {"train": (0, 900), "val": (900, 1200), "test": (1200, 1500)}
 NEST_BLOCK_PX = 300
 CROP_STEP_PX = 4
 NEOPLASTIC, INFLAMMATORY = 3, 2  # values of the type mask
+NEST_MEAN_RGB, NEST_STD_RGB = (144.0, 96.0, 176.0), (55.0, 60.0, 35.0)
+STAIN_SCALE, STAIN_SHIFT = 0.2, 0.03  # haematoxylin and eosin: amount x U(1 -+ scale) + U(-+ shift), in OD units
+BRIGHTNESS, CONTRAST = 0.04, 0.1  # + U(-+ brightness) x 255, contrast x U(1 -+ contrast) about mid-grey
+# Stain optical-density vectors (rows: haematoxylin, eosin, DAB), Ruifrok & Johnston 2001, as skimage.color's
+# rgb_from_hed, each row normalised to unit length.
+RGB_FROM_HED = np.array([[0.65, 0.70, 0.29], [0.07, 0.99, 0.11], [0.27, 0.57, 0.78]])
+RGB_FROM_HED = RGB_FROM_HED / np.linalg.norm(RGB_FROM_HED, axis=1, keepdims=True)
+HED_FROM_RGB = np.linalg.inv(RGB_FROM_HED)
 MIN_TUMOUR_SHARE = 0.15
 MIN_INFLAMMATORY_SHARE, MAX_NEOPLASTIC_IN_INFLAMMATION = 0.08, 0.005
 _NEIGHBOURS = ((-1, 0), (1, 0), (0, -1), (0, 1))
@@ -50,6 +69,47 @@ class Piece:
 
 
 PIECE_COLUMNS = tuple(field.name for field in dataclasses.fields(Piece))
+
+
+@dataclass(frozen=True)
+class Stain:
+    """One slide's stain and scanner, applied to every piece of it."""
+    haematoxylin_scale: float
+    haematoxylin_shift: float
+    eosin_scale: float
+    eosin_shift: float
+    brightness: float  # a fraction of 255
+    contrast: float
+
+
+STAIN_COLUMNS = tuple(field.name for field in dataclasses.fields(Stain))
+
+
+def slide_stain(rng: np.random.Generator) -> Stain:
+    scales = rng.uniform(1 - STAIN_SCALE, 1 + STAIN_SCALE, size=2)
+    shifts = rng.uniform(-STAIN_SHIFT, STAIN_SHIFT, size=2)
+    return Stain(float(scales[0]), float(shifts[0]), float(scales[1]), float(shifts[1]),
+                 float(rng.uniform(-BRIGHTNESS, BRIGHTNESS)), float(rng.uniform(1 - CONTRAST, 1 + CONTRAST)))
+
+
+def nest_colour_matched(pixels: np.ndarray) -> np.ndarray:
+    """uint8 pixels with each channel moved to NEST_MEAN_RGB and NEST_STD_RGB: no colour statistic of a nest
+    piece tells tumour from lymphocytes."""
+    values = pixels.astype(np.float64)
+    flat = values.reshape(-1, 3)
+    moved = (values - flat.mean(axis=0)) / np.maximum(flat.std(axis=0), 1.0) * NEST_STD_RGB + NEST_MEAN_RGB
+    return np.clip(np.rint(moved), 0, 255).astype(np.uint8)
+
+
+def stained(pixels: np.ndarray, stain: Stain) -> np.ndarray:
+    """uint8 pixels with the slide's stain amounts (HED optical density) and scanner brightness/contrast."""
+    density = -np.log((pixels.reshape(-1, 3).astype(np.float64) + 1) / 256)  # +1: no log(0) on black pixels
+    amounts = density @ HED_FROM_RGB
+    amounts[:, 0] = amounts[:, 0] * stain.haematoxylin_scale + stain.haematoxylin_shift
+    amounts[:, 1] = amounts[:, 1] * stain.eosin_scale + stain.eosin_shift
+    rgb = 256 * np.exp(-(amounts @ RGB_FROM_HED)) - 1
+    rgb = (rgb - 127.5) * stain.contrast + 127.5 + 255 * stain.brightness
+    return np.clip(np.rint(rgb), 0, 255).astype(np.uint8).reshape(pixels.shape)
 
 
 def nest_crops(type_mask: np.ndarray) -> dict:

@@ -9,9 +9,11 @@ How the slides are made (a Camelyon-like task: does this slide contain tumour?):
   uniform integer noise in [-3, 3] per channel, one 512x512 block repeated (so tissue detection sees real
   background, not a flat colour), on which 10-14 pieces of 224x224 px are pasted on the 224-px grid in 1-3
   clusters, each piece rotated by a random multiple of 90 degrees and flipped left-right with p = 0.5.
-  Which pieces, cut from where, and how splits stay disjoint: readers/demo_slide_pieces.py. In short, 2-4
-  pieces per slide come from the nest image (tumour crops on `tumour` slides, lymphocyte-rich crops on `stroma`
-  slides), the rest from the stromal image.
+  Which pieces, cut from where, how coloured, and how splits stay disjoint: readers/demo_slide_pieces.py. In
+  short, 2-4 pieces per slide come from the nest image (tumour crops on `tumour` slides, lymphocyte-rich crops on
+  `stroma` slides), the rest from the stromal image; every nest piece is moved to one shared per-channel colour
+  mean and spread (so colour statistics do not give the label away), then all pieces of a slide get that slide's
+  stain and scanner (haematoxylin/eosin amounts, brightness, contrast), drawn independently of the class.
 - Counts: SLIDES_PER_CLASS per split and class (train 12, val 6, test 8), one patient per slide.
 - Files: a pyramid at downsamples 1, 2, 4 (each level a 2x2 box average of the previous; a further level only
   while its long side exceeds 256 px), 256x256 tiles, each JPEG quality 90, YCbCr 4:2:0, encoded by Pillow
@@ -19,9 +21,11 @@ How the slides are made (a Camelyon-like task: does this slide contain tumour?):
   Aperio-SVS-like (`.svs`, ImageDescription "Aperio Image Library ...|MPP = 0.5|AppMag = 20"), odd-numbered ones
   generic tiled TIFFs (`.tif`, mpp in XResolution/YResolution, unit centimeter), so both OpenSlide paths run.
 - `slides.csv`: slide_path (relative to the folder), label, split, patient, mpp (empty: the files state it);
-  `pieces.csv`: every piece's slide, level-0 place, source, crop position, quarter turns and flip.
+  `pieces.csv`: every piece's slide, level-0 place, source, crop position, quarter turns and flip;
+  `stains.csv`: every slide's stain and scanner parameters.
 - Determinism: one numpy Generator per slide seeded with (SEED, split, label, index), drawing the pieces' cells,
-  sources, crops and turns, then the noise, in a fixed order: the same sources and Pillow give the same pixels.
+  sources, crops and turns, then the stain, then the noise, in a fixed order: the same sources, numpy and Pillow
+  give the same pixels.
 
 Licence of the sources: BSD 3-Clause, copyright (c) 2024-2025 HautaniemiLab, from the `histolytics` 0.3.0 wheel
 (`histolytics/data/`); the licence text is in the LICENSE files beside each source image and is copied into
@@ -40,11 +44,12 @@ import tifffile
 from PIL import Image
 
 from evalsuite.errors import EvalsuiteError
-from evalsuite.readers.demo_slide_pieces import PIECE_COLUMNS, PIECE_PX, Piece, nest_crops, slide_pieces
+from evalsuite.readers.demo_slide_pieces import (PIECE_COLUMNS, PIECE_PX, STAIN_COLUMNS, Piece, Stain,
+                                                 nest_colour_matched, nest_crops, slide_pieces, slide_stain, stained)
 from evalsuite.storage.fsio import exclusive_lock, fsync_dir
 from evalsuite.tasks.resources import shipped_data_dir
 
-FOLDER_NAME = "demo_slide-v2"
+FOLDER_NAME = "demo_slide-v3"  # v3: nest pieces colour-matched, a stain per slide
 SEED = 16
 SOURCE_MPP = 0.5
 SOURCE_PX = 1500
@@ -112,23 +117,27 @@ def _write_build(staging: Path) -> None:
     images = {name: _load_source(*parts) for name, parts in IMAGES.items()}
     sources = {"stroma": images["stroma"], "tumour": images["nest"], "inflammation": images["nest"]}
     crops = nest_crops(_load_type_mask())
-    slide_rows, piece_rows = [], []
+    slide_rows, piece_rows, stain_rows = [], [], []
     for split_index, (split, count) in enumerate(SLIDES_PER_CLASS.items()):
         for label_index, label in enumerate(LABELS):
             for index in range(count):
                 rng = np.random.default_rng([SEED, split_index, label_index, index])
                 pieces = slide_pieces(rng, split, label, crops, SOURCE_PX)
+                stain = slide_stain(rng)
                 name = f"{split}-{label}-{index:02d}" + (".svs" if index % 2 == 0 else ".tif")
-                write_pyramid_tiff(staging / name, slide_canvas(rng, sources, pieces), aperio=index % 2 == 0)
+                write_pyramid_tiff(staging / name, slide_canvas(rng, sources, pieces, stain), aperio=index % 2 == 0)
                 slide_rows.append((name, label, split, f"{split}-{label}-{index:02d}", ""))
                 piece_rows += [(name, *dataclasses.astuple(piece)) for piece in pieces]
+                stain_rows.append((name, *(f"{value:.6f}" for value in dataclasses.astuple(stain))))
     _write_csv(staging / "slides.csv", CSV_COLUMNS, slide_rows)
     _write_csv(staging / "pieces.csv", ("slide_path", *PIECE_COLUMNS), piece_rows)
+    _write_csv(staging / "stains.csv", ("slide_path", *STAIN_COLUMNS), stain_rows)
     shutil.copyfile(shipped_data_dir() / "hgsc_nest" / "LICENSE", staging / "LICENSE")
     (staging / "README.txt").write_text(
         "Demo whole-slide images made by evalsuite.readers.demo_slides (its docstring says how) from H&E images\n"
         "of the histolytics 0.3.0 wheel, BSD 3-Clause, copyright (c) 2024-2025 HautaniemiLab: see LICENSE.\n"
-        "pieces.csv lists every pasted piece: where it sits (level 0), its source image, crop and orientation.\n")
+        "pieces.csv lists every pasted piece: where it sits (level 0), its source image, crop and orientation;\n"
+        "stains.csv each slide's stain and scanner (readers/demo_slide_pieces.py says how they colour a piece).\n")
 
 
 def _write_csv(path: Path, columns, rows) -> None:
@@ -167,7 +176,13 @@ def piece_pixels(source_pixels: np.ndarray, piece: Piece) -> np.ndarray:
     return turned[:, ::-1] if piece.flipped else turned
 
 
-def slide_canvas(rng: np.random.Generator, sources: dict, pieces: list[Piece]) -> np.ndarray:
+def coloured_piece_pixels(source_pixels: np.ndarray, piece: Piece, stain: Stain) -> np.ndarray:
+    """The piece as pasted: nest pieces colour-matched, then every piece in its slide's stain."""
+    pixels = piece_pixels(source_pixels, piece)
+    return stained(pixels if piece.source == "stroma" else nest_colour_matched(pixels), stain)
+
+
+def slide_canvas(rng: np.random.Generator, sources: dict, pieces: list[Piece], stain: Stain) -> np.ndarray:
     """One slide's level-0 RGB pixels [CANVAS_H_PX, CANVAS_W_PX, 3]: noisy glass with the pieces pasted on."""
     block = rng.integers(-NOISE_AMPLITUDE, NOISE_AMPLITUDE + 1, size=(NOISE_BLOCK_PX, NOISE_BLOCK_PX, 3),
                          dtype=np.int16) + np.array(BACKGROUND_RGB, dtype=np.int16)
@@ -175,7 +190,8 @@ def slide_canvas(rng: np.random.Generator, sources: dict, pieces: list[Piece]) -
     canvas = np.tile(block.astype(np.uint8), repeats)[:CANVAS_H_PX, :CANVAS_W_PX].copy()
     for piece in pieces:
         canvas[piece.top_level0_px:piece.top_level0_px + PIECE_PX,
-               piece.left_level0_px:piece.left_level0_px + PIECE_PX] = piece_pixels(sources[piece.source], piece)
+               piece.left_level0_px:piece.left_level0_px + PIECE_PX] = coloured_piece_pixels(
+                   sources[piece.source], piece, stain)
     return canvas
 
 

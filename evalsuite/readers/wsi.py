@@ -68,17 +68,17 @@ class Slide:
     def read_region(self, location_level0_xy, level: int, size_wh) -> Image.Image:
         """RGB pixels of `size_wh` at `level`, top-left at level-0 `location_level0_xy`; where nothing was scanned
         (outside the slide or its scanned area) the pixels are white, as glass looks, not black."""
+        rgba = self._read_rgba(location_level0_xy, level, size_wh)
+        # The alpha band's extrema alone: getextrema() would scan all four bands (~0.1 ms more a 224-px tile).
+        return rgba.convert("RGB") if _opaque(rgba) else _on_white(rgba)
+
+    def _read_rgba(self, location_level0_xy, level: int, size_wh) -> Image.Image:
         try:
-            rgba = self._handle.read_region(tuple(int(v) for v in location_level0_xy), int(level),
+            return self._handle.read_region(tuple(int(v) for v in location_level0_xy), int(level),
                                             tuple(int(v) for v in size_wh))
         except openslide.OpenSlideError as exc:
             self.broken = True
             raise damaged_error(self.path, exc) from None
-        if rgba.getextrema()[3] == (255, 255):
-            return rgba.convert("RGB")
-        canvas = Image.new("RGB", rgba.size, WHITE)
-        canvas.paste(rgba, mask=rgba.getchannel("A"))  # OpenSlide's RGBA is not premultiplied: a plain blend
-        return canvas
 
     def thumbnail_level_for(self, min_long_px: int) -> int:
         """The lowest-resolution level whose long side is still >= `min_long_px` (level 0 if none is)."""
@@ -93,6 +93,16 @@ class Slide:
         fitting = [level for level, level_ds in enumerate(self.level_downsamples)
                    if level_ds <= downsample * (1 + LEVEL_TOLERANCE)]
         return max(fitting, default=0)
+
+
+def _opaque(rgba: Image.Image) -> bool:
+    return rgba.getchannel("A").getextrema() == (255, 255)
+
+
+def _on_white(rgba: Image.Image) -> Image.Image:
+    canvas = Image.new("RGB", rgba.size, WHITE)
+    canvas.paste(rgba, mask=rgba.getchannel("A"))  # OpenSlide's RGBA is not premultiplied: a plain blend
+    return canvas
 
 
 def _metadata_mpp(properties) -> float | None:

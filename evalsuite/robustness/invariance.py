@@ -86,6 +86,7 @@ def evaluate(config: RunConfig, transforms: list, seed: int = 0) -> dict | None:
 
 
 def _evaluate(config: RunConfig, transforms: list, seed: int, dist, device) -> dict | None:
+    config = config.for_device(device.type)
     started = time.perf_counter()
     check_out_folder(config.out_dir)
     check_appendable(Path(config.out_dir) / LEADERBOARD_FILE)

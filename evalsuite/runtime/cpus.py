@@ -7,7 +7,8 @@ default would start that many threads on a 16-CPU allocation.
 Extraction: each DataLoader worker decodes with one thread (torch sets that in workers); the
 main process runs the forward with `--threads` intra-op threads, by default its share of the usable CPUs,
 because decoding is light next to the forward and a worker mostly waits
-(benchmarks/demo_wall_time.py measures the choices). Probes run on the same threads.
+(benchmarks/demo_wall_time.py measures the choices). With 2 or fewer CPUs and no GPU there is no
+core to spare and the main process decodes (`default_num_workers`). Probes run on the same threads.
 """
 
 import os
@@ -20,9 +21,26 @@ def usable_cpus() -> int:
         return os.cpu_count() or 1
 
 
-def default_num_workers() -> int:
-    """min(4, CPUs - 1): decoding must not steal the cores the forward runs on."""
-    return max(1, min(4, usable_cpus() - 1))
+def default_num_workers(device_type: str | None = None) -> int:
+    """min(4, CPUs - 1) DataLoader workers, so decoding runs beside the forward; but none when the forward runs on
+    the CPU (`device_type` "cpu"; None: no GPU visible) and this process's share of the CPUs is 2 or fewer. There a
+    worker can only run on a core the forward's threads use, and every parallel step of the forward waits for the
+    thread it displaced: on 2 cores one worker slowed the 2-thread forward by 20-38 %, more than reading the tiles in
+    the main process costs (benchmarks/slide_extract.py)."""
+    workers = max(1, min(4, usable_cpus() - 1))
+    if _cpu_share() > 2:
+        return workers
+    if device_type is None:
+        import torch
+
+        device_type = "cuda" if torch.cuda.is_available() else "cpu"
+    return 0 if device_type == "cpu" else workers
+
+
+def _cpu_share() -> int:
+    """This process's share of the usable CPUs (torchrun starts LOCAL_WORLD_SIZE processes that share them)."""
+    ranks_here = int(os.environ.get("LOCAL_WORLD_SIZE", "1") or 1)
+    return max(1, usable_cpus() // max(1, ranks_here))
 
 
 def intra_op_threads(requested: int = 0) -> int:
@@ -32,8 +50,7 @@ def intra_op_threads(requested: int = 0) -> int:
         return requested
     if os.environ.get("OMP_NUM_THREADS", "").isdigit() and int(os.environ["OMP_NUM_THREADS"]) > 0:
         return int(os.environ["OMP_NUM_THREADS"])
-    ranks_here = int(os.environ.get("LOCAL_WORLD_SIZE", "1") or 1)
-    return max(1, usable_cpus() // max(1, ranks_here))
+    return _cpu_share()
 
 
 def use_threads(requested: int = 0) -> int:

@@ -34,13 +34,17 @@ def test_pretrained_beats_random_init_on_the_slide_demo(slide_out):
     _, runs = slide_out
     margins = {}
     for probe in ("abmil", "meanpool"):
-        pretrained, random = _test_score(runs["pretrained"], probe), _test_score(runs["random"], probe)
-        margins[probe] = (pretrained, random)
-    print("test balanced accuracy, pretrained vs random-init:", margins)
-    # Measured (docs/slides.md): mean-pool 1.000 vs 0.625; ABMIL finds the few nest tiles with either backbone
-    # (1.000 vs 1.000), so it can only tie here.
-    assert margins["meanpool"][0] >= margins["meanpool"][1] + 0.2, margins
-    assert margins["abmil"][0] >= margins["abmil"][1], margins
+        margins[probe] = {metric: (_test_score(runs["pretrained"], probe, metric),
+                                   _test_score(runs["random"], probe, metric))
+                          for metric in ("balanced_accuracy", "auroc_macro_ovr")}
+    print("test scores, pretrained vs random-init:", margins)
+    # Measured (docs/slides.md, seed 0): balanced accuracy abmil 1.000 vs 0.500, meanpool 1.000 vs 0.812; AUROC
+    # abmil 1.000 vs 0.641, meanpool 1.000 vs 0.906. The nest pieces' colour statistics are matched and every slide
+    # has its own stain, so random convolutional features have no colour shortcut left. 0.125 is two of 16 slides.
+    for probe, scores in margins.items():
+        pretrained, random = scores["balanced_accuracy"]
+        assert pretrained >= random + 0.125, (probe, margins)
+        assert scores["auroc_macro_ovr"][0] > scores["auroc_macro_ovr"][1], (probe, margins)
 
 
 def test_leaderboard_rows_as_for_other_tasks(slide_out):

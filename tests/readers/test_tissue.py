@@ -121,3 +121,44 @@ def test_saturation_is_the_hsv_formula():
     high, low = rgb.max(axis=2).astype(int), rgb.min(axis=2).astype(int)
     expected = (high - low) * 255 // np.maximum(high, 1)
     assert np.array_equal(tissue.saturation_u8(Image.fromarray(rgb)), expected)
+
+
+@pytest.mark.parametrize("input_px", [224, 160])  # the model takes the tile as it is / a resized one
+def test_slide_tiles_batches_equal_the_model_transform_bit_for_bit(tissue_slide, input_px):
+    import torch
+    from torch.utils.data import default_collate
+
+    from evalsuite.models.transforms import build_transform
+    from evalsuite.readers.slides import SlideLayout, SlideTiles
+
+    with open_slide(tissue_slide) as slide:
+        grid = tile_grid(slide, 0.5, 0.5, 224, 0.5)
+    # The grid's tissue tiles plus one hanging over the slide's right edge: white where nothing was scanned.
+    coords = np.concatenate([grid.coords_level0, [[WIDTH_PX - 100, 0]]]).astype(np.int64)
+    layout = SlideLayout(["region"], [str(tissue_slide)], np.array([0, len(coords)]), coords, [0], [224], 224)
+    config = {"input_size": (3, input_px, input_px), "interpolation": "bicubic", "mean": (0.485, 0.456, 0.406),
+              "std": (0.229, 0.224, 0.225)}
+    transform = build_transform(config)
+    tiles = SlideTiles(layout, transform)
+    with open_slide(tissue_slide) as slide:
+        expected = torch.stack([transform(slide.read_region(tuple(xy), 0, (224, 224))) for xy in coords])
+    assert expected[-1, :, :, -1].min() > 2  # beyond the edge: white, (1 - mean) / std > 2 in every channel
+    assert torch.equal(tiles[len(coords) - 1][0], expected[-1])  # one item: the transform's output, as before
+    indices = list(range(len(coords)))
+    previous = torch.get_num_threads()
+    try:
+        for threads in (1, 2):  # read on one thread, and on a pool of two (no DataLoader worker)
+            torch.set_num_threads(threads)
+            items = tiles.__getitems__(indices)
+            assert items[0][0].dtype == torch.uint8 and tuple(items[0][0].shape) == (input_px, input_px, 3)
+            batch = tiles.prepare_batch(default_collate(items)[0])
+            assert batch.is_contiguous(memory_format=torch.channels_last)
+            assert batch.dtype == torch.float32 and torch.equal(batch, expected)
+    finally:
+        torch.set_num_threads(previous)
+    # Any other transform runs whole per tile, and prepare_batch leaves the batch alone.
+    other = SlideTiles(layout, lambda tile: torch.from_numpy(np.asarray(tile, dtype=np.float32)))
+    assert other.prepare_batch(expected) is expected
+    with open_slide(tissue_slide) as slide:
+        first = np.asarray(read_tile(slide, grid, 0), dtype=np.float32)
+    assert torch.equal(other[0][0], torch.from_numpy(first))

@@ -131,3 +131,27 @@ def test_negative_threads_is_one_line_error(tmp_path):
 
     result = run_cli("run", "--task", "demo", "--out", tmp_path / "out", "--threads", "-1", timeout=120)
     assert_one_line_error(result, "--threads >= 0")
+
+
+@pytest.mark.parametrize("cpus_here, ranks, device_type, workers", [
+    ({0, 1}, None, "cpu", 0),  # the forward's 2 threads use both cores: the main process reads the tiles
+    ({0, 1}, None, "cuda", 1),  # the forward runs on the GPU: a worker decodes beside it
+    ({0, 1, 2, 3}, None, "cpu", 3),
+    ({0, 1, 2, 3}, "2", "cpu", 0),  # two torchrun ranks share 4 CPUs: 2 each
+    ({0, 1, 2, 3, 4, 5, 6, 7}, None, "cpu", 4),
+])
+def test_workers_default_to_none_where_they_would_take_the_forwards_cores(monkeypatch, cpus_here, ranks, device_type,
+                                                                         workers):
+    import os
+
+    from evalsuite.config import RunConfig
+    from evalsuite.runtime import cpus
+
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: cpus_here)
+    if ranks:
+        monkeypatch.setenv("LOCAL_WORLD_SIZE", ranks)
+    else:
+        monkeypatch.delenv("LOCAL_WORLD_SIZE", raising=False)
+    assert cpus.default_num_workers(device_type) == workers
+    assert RunConfig(task="demo").for_device(device_type).num_workers == workers
+    assert RunConfig(task="demo", num_workers=2).for_device(device_type).num_workers == 2  # asked for: kept
