@@ -44,9 +44,13 @@ def test_leaderboard_loads_with_pandas_and_has_documented_columns(demo_out):
     out, _ = demo_out
     board = pd.read_csv(out / "leaderboard.csv")
     assert list(board.columns) == COLUMNS
-    # 3 runs x 2 probes x 3 splits x 4 metrics
-    assert len(board) == 3 * 2 * 3 * 4
-    assert board["value"].between(0, 1).all()
+    # 3 runs x 2 probes x 3 splits x (4 accuracy + 4 calibration metrics)
+    assert len(board) == 3 * 2 * 3 * 8
+    assert set(board["metric"]) == {"balanced_accuracy", "f1_macro", "accuracy", "auroc_macro_ovr", "ece", "mce",
+                                    "brier", "nll"}
+    bounded = board[~board["metric"].isin(["brier", "nll"])]  # Brier is 0..2, NLL unbounded
+    assert bounded["value"].between(0, 1).all() and board["value"].ge(0).all()
+    assert board[board["metric"] == "brier"]["value"].le(2).all()
     assert set(board["model"]) == {"efficientnet_lite0_imagenet", "efficientnet_lite0_imagenet+random-init"}
 
 
@@ -132,6 +136,20 @@ def test_compare_finds_pretrained_significantly_better_on_linear_and_no_differen
     assert itself.returncode == 0, itself.stderr
     (demo_line,) = [line for line in itself.stdout.splitlines() if line.startswith("demo ")]
     assert demo_line.endswith("no significant difference") and "+0.0000" in demo_line, itself.stdout
+
+
+def test_calibration_rows_are_ranked_lower_first_and_have_intervals(demo_out):
+    out, runs = demo_out
+    linear = next(p for p in runs["pretrained"]["probes"] if p["probe"] == "linear")
+    assert set(linear["intervals_95"]["test"]) >= {"ece", "mce", "brier", "nll"}
+    result = run_cli("leaderboard", "--out", out, "--metric", "ece", "--probe", "linear")
+    assert result.returncode == 0, result.stderr
+    eces = {model: _test_score(runs[name], "linear", "ece")
+            for name, model in [("pretrained", "efficientnet_lite0_imagenet"),
+                                ("random", "efficientnet_lite0_imagenet+random-init")]}
+    best = min(eces, key=eces.get)
+    (best_line,) = [line for line in result.stdout.splitlines() if line.startswith(best + " ")]
+    assert ", #1" in best_line, result.stdout
 
 
 def test_every_run_stores_its_test_predictions_for_paired_comparisons(demo_out):

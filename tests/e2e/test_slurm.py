@@ -41,7 +41,7 @@ pytestmark = [
 
 TEMPLATES = REPO / "sbatch"
 DEMO_SAMPLES = {"train": 333, "val": 106, "test": 112}
-ROWS_PER_RUN = 2 * 3 * 4  # probes x splits x metrics
+ROWS_PER_RUN = 2 * 3 * 8  # probes x splits x metrics (4 of accuracy, 4 of calibration)
 # Several chunks per split, so that every rank gets a shard of each split to extract.
 SHARDED = {"MODEL": "test_vit", "EXTRA_ARGS": "--random-init --chunk-rows 64"}
 # Settings the templates read: a developer's shell must not leak them into the jobs.
