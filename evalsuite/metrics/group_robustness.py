@@ -38,6 +38,7 @@ import torch
 
 from evalsuite.errors import EvalsuiteError
 from evalsuite.metrics.bootstrap import BOOTSTRAP_DRAWS, CONFIDENCE, cluster_index
+from evalsuite.metrics.neighbours import keep_top
 
 DEFAULT_K = 11  # PathoROB's smallest fixed k (Camelyon); its others are 46 and 61 on larger datasets
 METRIC = "robustness_index"
@@ -151,7 +152,7 @@ def nearest_neighbours(features, k: int, cluster_ids: np.ndarray, batch_size: in
             sims = query @ rows.T
             sims[query_clusters[:, None] == clusters[start : start + len(rows)][None, :]] = -torch.inf
             indices = torch.arange(start, start + len(rows), device=device).expand(len(query), -1)
-            best_sims, best_indices = _keep_top(torch.cat([best_sims, sims], 1),
+            best_sims, best_indices = keep_top(torch.cat([best_sims, sims], 1),
                                                 torch.cat([best_indices, indices], 1), k)
         order = torch.sort(best_sims, dim=1, descending=True, stable=True).indices  # columns are in index order
         out[query_start : query_start + len(query)] = best_indices.gather(1, order).cpu().numpy()
@@ -162,19 +163,3 @@ def _unit_rows(features, start: int, stop: int, device) -> torch.Tensor:
     """Rows start:stop as float32 unit vectors (an all-zero row stays zero: cosine 0 with everything)."""
     rows = torch.from_numpy(np.array(features[start:stop])).to(device).float()  # a copy: a memory map is read-only
     return torch.nn.functional.normalize(rows, dim=1)
-
-
-def _keep_top(sims: torch.Tensor, indices: torch.Tensor, k: int) -> tuple[torch.Tensor, torch.Tensor]:
-    """The k largest columns per row, returned in ascending index order; among columns tied with the k-th value
-    the lower indices win. Columns arrive in ascending index order (running best, then a later batch), so a
-    stable sort settles ties; it runs only on the rare rows where torch.topk's tie choice could matter."""
-    k = min(k, sims.shape[1])
-    top = sims.topk(k, dim=1)
-    chosen_sims, chosen_indices = top.values, indices.gather(1, top.indices)
-    tied = (sims >= top.values[:, -1:]).sum(dim=1) > k
-    if tied.any():
-        rows = tied.nonzero().squeeze(1)
-        order = torch.sort(sims[rows], dim=1, descending=True, stable=True).indices[:, :k]
-        chosen_sims[rows], chosen_indices[rows] = sims[rows].gather(1, order), indices[rows].gather(1, order)
-    by_index = chosen_indices.argsort(dim=1)
-    return chosen_sims.gather(1, by_index), chosen_indices.gather(1, by_index)

@@ -7,16 +7,18 @@ as float16 and upcast one batch at a time, keeping a running top-k per query: me
 two batches and [batch, k], never the whole cache as float32 nor a [queries, train] similarity matrix.
 
 Equal similarities go to the lower train index (torch.topk alone promises no order among ties): the
-running list is kept sorted by (similarity descending, index ascending), see `_keep_top`. A k larger than
-the train set is an error naming the recipe parameter, not a silent clamp: mAP@k divides by k, so a clamped
-k would change the metric's meaning.
-The interval is the query bootstrap (1000 draws seeded by the run seed, 2.5 / 97.5 percentiles).
+running list is kept in index order and sorted by (similarity descending, index ascending) at the end, see
+`evalsuite.metrics.neighbours.keep_top`. A k larger than the train set is an error naming the recipe
+parameter, not a silent clamp: mAP@k divides by k, so a clamped k would change the metric's meaning.
+The interval is the bootstrap over queries or the reader's patients (1000 draws seeded by the run seed,
+2.5 / 97.5 percentiles).
 """
 
 import numpy as np
 import torch
 
 from evalsuite.errors import EvalsuiteError
+from evalsuite.metrics.neighbours import keep_top
 from evalsuite.metrics.retrieval import per_query_scores, retrieval_intervals
 from evalsuite.probes._validate import check_features_labels
 from evalsuite.probes.base import SplitScoringProbe
@@ -74,28 +76,9 @@ class RetrievalProbe(SplitScoringProbe):
                                                                self.device):
                 sims = query @ torch.nn.functional.normalize(rows, dim=1).T
                 indices = torch.from_numpy(database_indices).to(self.device).expand(len(query), -1)
-                best_sims, best_indices = _keep_top(torch.cat([best_sims, sims], dim=1),
-                                                    torch.cat([best_indices, indices], dim=1), k)
-            out[query_indices] = best_indices.cpu().numpy()
+                best_sims, best_indices = keep_top(torch.cat([best_sims, sims], dim=1),
+                                                   torch.cat([best_indices, indices], dim=1), k)
+            # keep_top holds the columns in index order, so a stable sort leaves ties with the lower index first.
+            by_similarity = torch.sort(best_sims, dim=1, descending=True, stable=True).indices
+            out[query_indices] = best_indices.gather(1, by_similarity).cpu().numpy()
         return out
-
-
-def _keep_top(sims: torch.Tensor, indices: torch.Tensor, k: int) -> tuple[torch.Tensor, torch.Tensor]:
-    """The k most similar columns per row, sorted by (similarity descending, index ascending).
-
-    torch.topk promises no order among ties, so its choice is kept only where no unchosen column ties the k-th
-    similarity; the rows where one does (rare with float features) take a stable sort: among equal
-    similarities the columns come in ascending index order (the running best, then a later database
-    batch), so it keeps the lower indices. A full stable sort of every row was 30x slower than topk."""
-    k = min(k, sims.shape[1])
-    top = sims.topk(k, dim=1)
-    chosen_sims, chosen_indices = top.values, indices.gather(1, top.indices)
-    edge_tied = (sims >= top.values[:, -1:]).sum(dim=1) > k
-    if edge_tied.any():
-        rows = edge_tied.nonzero().squeeze(1)
-        order = torch.sort(sims[rows], dim=1, descending=True, stable=True).indices[:, :k]
-        chosen_sims[rows], chosen_indices[rows] = sims[rows].gather(1, order), indices[rows].gather(1, order)
-    by_index = chosen_indices.argsort(dim=1)  # indices are distinct within a row
-    chosen_sims, chosen_indices = chosen_sims.gather(1, by_index), chosen_indices.gather(1, by_index)
-    by_similarity = torch.sort(chosen_sims, dim=1, descending=True, stable=True).indices
-    return chosen_sims.gather(1, by_similarity), chosen_indices.gather(1, by_similarity)

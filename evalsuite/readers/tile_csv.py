@@ -18,7 +18,7 @@ from pathlib import Path
 import numpy as np
 
 from evalsuite.errors import EvalsuiteError
-from evalsuite.readers.slide_manifest import assign_splits
+from evalsuite.readers.slide_manifest import assign_splits, check_patients_in_one_split
 from evalsuite.readers.tiles import FileListReader
 
 REQUIRED = ("image_path", "label")
@@ -75,12 +75,7 @@ class TileCsvReader(FileListReader):
             raise EvalsuiteError(f"{where}: empty '{self.card.group}' (the card's group column); every tile needs one")
 
     def _check_patients(self, records) -> None:
-        split_of = {}
-        for record in records:
-            other = split_of.setdefault(record.patient, record.split)
-            if other != record.split:
-                raise EvalsuiteError(f"tile manifest {self.manifest_path}: patient '{record.patient}' has tiles in "
-                                     f"{other} and {record.split}; a patient's tiles must share one split")
+        split_of = check_patients_in_one_split(records, self.manifest_path, "tiles")
         for split in ("train", "val", "test"):
             if split not in split_of.values():
                 raise EvalsuiteError(f"tile manifest {self.manifest_path}: no {split} tiles; list some, or drop the "
