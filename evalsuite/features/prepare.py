@@ -114,6 +114,7 @@ def chunk_rows_for(row_shape, batch_size: int, requested: int | None) -> int:
 
 
 def plan_splits(config, card, reader, backbone, device) -> PreparedSplits:
+    config = config.for_device(device.type)  # API callers may leave the device's defaults (workers) unset
     cache = FeatureCache(Path(config.out_dir) / "cache")
     transform = build_transform(backbone.data_config)
     precision = used_precision(config, backbone, device)
@@ -216,6 +217,7 @@ def prepare_features(config, card, reader, backbone, device, dist=Dist()) -> Pre
     Rank 0 plans and its decision holds for all ranks; every rank extracts its shard of the
     pending chunks; only rank 0 opens the finished caches.
     """
+    config = config.for_device(device.type)
     prepared = plan_splits(config, card, reader, backbone, device)
     prepared.plan = dist.broadcast(prepared.plan)
     if prepared.plan.decision == "refuse":

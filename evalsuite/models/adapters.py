@@ -100,6 +100,40 @@ def fit_pos_embed(state: dict, model, antialias: bool = True) -> dict:
     return {**state, "pos_embed": resampled.to(source.dtype)}
 
 
+# TRIDENT builds CONCH v1.5's trunk at 224 px: its position embedding is a 14x14 grid.
+_TRIDENT_CONCH_GRID = 14
+
+
+def trident_conch_pos_embed(state: dict, trunk, key: str) -> dict:
+    """CONCH v1.5's position embedding `state[key]` as TRIDENT uses it at `trunk`'s input grid, computed once.
+
+    mahmoodlab/TRIDENT at a91fa84, `trident/patch_encoder_models/model_zoo/conchv1_5/conchv1_5.py`: the
+    trunk is built at 224 px; `resize_pos_embed` resamples the checkpoint's embedding to 14x14 if it
+    differs (timm `resample_abs_pos_embed`, bilinear, no antialiasing); at run time
+    `interpolate_pos_encoding` resizes the 14x14 patch part bicubically with
+    `scale_factor=(grid + 0.1) / 14` (DINO's offset; it differs from resizing to `size=grid`).
+    A trunk built at the input size with this embedding gives TRIDENT's tokens.
+    """
+    source = state.get(key)
+    if source is None or source.shape[-1] != trunk.embed_dim:
+        return state  # not this network: the key check reports the mismatch
+    from timm.layers import resample_abs_pos_embed
+
+    side, width = _TRIDENT_CONCH_GRID, source.shape[-1]
+    pos = source
+    if pos.shape[1] != 1 + side * side:
+        pos = resample_abs_pos_embed(pos, new_size=[side, side], num_prefix_tokens=1, interpolation="bilinear",
+                                     antialias=False)
+    pos = pos.float()  # TRIDENT interpolates the float32 module parameter
+    rows, cols = trunk.patch_embed.grid_size
+    if (rows, cols) != (side, side):
+        grid = pos[:, 1:].reshape(1, side, side, width).permute(0, 3, 1, 2)
+        grid = torch.nn.functional.interpolate(grid, scale_factor=((rows + 0.1) / side, (cols + 0.1) / side),
+                                               mode="bicubic")
+        pos = torch.cat([pos[:, :1], grid.permute(0, 2, 3, 1).reshape(1, rows * cols, width)], dim=1)
+    return {**state, key: pos}
+
+
 def _from_transformers(state: dict) -> dict:
     prefix = next(key for key in state if key.endswith(_HF_PATCH_KEY))[: -len(_HF_PATCH_KEY)]
     out, qkv, swiglu = {}, {}, {}

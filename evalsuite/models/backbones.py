@@ -21,6 +21,7 @@ import torch
 
 from evalsuite.errors import EvalsuiteError
 from evalsuite.models import adapters, checkpoints
+from evalsuite.models.conch_pooler import with_head
 from evalsuite.models.hub import create_from_hub, download_weights
 from evalsuite.models.pooling import (
     CLS,
@@ -164,7 +165,8 @@ def create_architecture(spec: ModelSpec, device: str | torch.device | None = Non
     # A fixed seed makes the random-init baseline (and its cache key) reproducible.
     with torch.random.fork_rng(devices=[]), placement:
         torch.manual_seed(RANDOM_INIT_SEED)
-        return timm.create_model(spec.architecture, pretrained=False, num_classes=0, **kwargs)
+        model = timm.create_model(spec.architecture, pretrained=False, num_classes=0, **kwargs)
+        return with_head(model, spec.head) if spec.head else model
 
 
 def spec_backbone(spec: ModelSpec, model: torch.nn.Module, weights_id: str, label: str) -> Backbone:
@@ -187,6 +189,8 @@ def load_weights(model: torch.nn.Module, weights: str | Path, key_mapping: str =
     else:
         if hasattr(model, "patch_embed"):
             state = adapters.to_timm_vit(state, model)
+        elif hasattr(model, "fit_state_dict"):  # a trunk with a head (conch_pooler) fits its own checkpoint
+            state = model.fit_state_dict(state)
         state = checkpoints.matched_state_dict(model, state, files[0])
     checkpoints.assign_weights(model, state)
     return f"sha256:{checkpoints.weights_sha256(files)}"
@@ -201,7 +205,8 @@ def _registry_model(spec: ModelSpec, weights: str | None, random_init: bool):
         return model, load_weights(model, weights)
     if spec.package_weights is not None:
         return model, load_weights(model, spec.package_weights(), spec.key_mapping)
-    path = download_weights(spec.name, spec.pretrained_cfg.hub_id, spec.pretrained_cfg.gated)
+    hub_files = {"filenames": spec.hub_files} if spec.hub_files else {}
+    path = download_weights(spec.name, spec.pretrained_cfg.hub_id, spec.pretrained_cfg.gated, **hub_files)
     return model, load_weights(model, path)
 
 

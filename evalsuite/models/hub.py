@@ -47,14 +47,17 @@ def _offline_if_unreachable():
         constants.HF_HUB_OFFLINE = previous
 
 
-def download_weights(model_name: str, hub_id: str, gated: bool | None) -> Path:
-    """Local path of the model's checkpoint from the hub (or the hub cache), else a one-line error."""
+def download_weights(model_name: str, hub_id: str, gated: bool | None, filenames: tuple = _WEIGHT_FILES) -> Path:
+    """Local path of the model's checkpoint from the hub (or the hub cache), else a one-line error.
+
+    `filenames` are tried in order; a repository that keeps its weights under another name (CONCH v1.5:
+    `pytorch_model_vision.bin`) names it in the registry."""
     from huggingface_hub import hf_hub_download
     from huggingface_hub.errors import EntryNotFoundError, GatedRepoError, LocalEntryNotFoundError
 
     repo = hub_id.removeprefix("hf-hub:")
     with _offline_if_unreachable() as offline_reason:
-        for filename in _WEIGHT_FILES:
+        for filename in filenames:
             try:
                 return Path(hf_hub_download(repo, filename))
             except GatedRepoError:
@@ -67,7 +70,7 @@ def download_weights(model_name: str, hub_id: str, gated: bool | None) -> Path:
                 continue  # the repository has no file of this name: try the next
             except Exception as exc:  # noqa: BLE001 - network, auth and hub errors need the same advice
                 raise EvalsuiteError(_fetch_message(model_name, hub_id, gated, _first_line(exc))) from None
-    reason = offline_reason or f"it holds none of {', '.join(_WEIGHT_FILES)}"
+    reason = offline_reason or f"it holds none of {', '.join(filenames)}"
     raise EvalsuiteError(_fetch_message(model_name, hub_id, gated, reason))
 
 

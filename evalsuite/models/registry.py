@@ -10,11 +10,12 @@ Checkpoints published for Hugging Face transformers (Phikon, Phikon-v2, Hibou, M
 the same networks as timm ViTs; `evalsuite.models.adapters` renames their keys, so one timm code path
 serves every entry and transformers is never needed at run time.
 
-Models a user may expect but that have no entry, and why (docs/models.md says more): GenBio-PathFM
+CONCH v1.5's tile embedding is its own attentional pooler over a timm trunk's tokens: the entry names
+that `head` (evalsuite.models.conch_pooler) and the hub file it ships in (`pytorch_model_vision.bin`).
+
+A model a user may expect but that has no entry, and why (docs/models.md says more): GenBio-PathFM
 embeds each RGB channel separately with a one-channel ViT and concatenates the three class tokens,
-which no timm module's `forward_features` on an RGB tile gives; CONCH v1.5's tile embedding is its
-own attention pooler over the trunk's tokens (not a timm pooling), and its weights file
-(`pytorch_model_vision.bin`, keys under `trunk.`) is one the hub loader does not fetch.
+which no timm module's `forward_features` on an RGB tile gives.
 """
 
 import dataclasses
@@ -46,6 +47,8 @@ KAIKO_REPO = "https://github.com/kaiko-ai/towards_large_pathology_fms"
 TIMM_EVA = "https://github.com/huggingface/pytorch-image-models/blob/main/timm/models/eva.py"
 DINOV3_REPO = "https://github.com/facebookresearch/dinov3"
 OPENMIDNIGHT_REPO = "https://github.com/MedARC-AI/OpenMidnight"
+TRIDENT_CONCH_V1_5 = ("https://github.com/mahmoodlab/TRIDENT/blob/main/trident/patch_encoder_models/model_zoo/"
+                      "conchv1_5/conchv1_5.py")
 
 
 @dataclass(frozen=True)
@@ -83,6 +86,9 @@ class ModelSpec:
     key_mapping: str = "auto"  # "auto": detected from the keys (evalsuite.models.adapters); "in_order": same order
     # Compute precision `--precision auto` uses for this model when its numbers need one (None: the device's).
     precision: str | None = None
+    # Module around the timm trunk that makes the embedding (evalsuite.models.conch_pooler.HEADS); None: tokens pooled.
+    head: str | None = None
+    hub_files: tuple | None = None  # checkpoint file names in the hub repository (None: evalsuite.models.hub's)
 
     @property
     def input_size_px(self) -> int:
@@ -373,6 +379,26 @@ _SPECS += [
         unconfirmed="architecture kwargs, mean/std, licence and gating of the hub repository (its timm config.json "
                     "was not read): the architecture is OpenMidnight's training config, mean/std the ImageNet values "
                     "of OpenMidnight's own eva configs",
+    ),
+    ModelSpec(
+        name="conch-v1.5",
+        architecture="vit_large_patch16_224",
+        # TRIDENT's trunk is `vit_large(init_values=1.0)`: ViT-L/16, qkv bias, layer scale, LayerNorm eps 1e-6,
+        # the same tensors as timm's; built here at the 448 px TRIDENT feeds it (its position embedding
+        # computed on load as TRIDENT interpolates it, evalsuite.models.adapters.trident_conch_pos_embed).
+        timm_kwargs={"img_size": 448, "patch_size": 16, "init_values": 1.0},
+        pretrained_cfg=PretrainedCfg(hub_id="hf-hub:MahmoodLab/conchv1_5", input_size_px=448, mean=IMAGENET_MEAN,
+                                     std=IMAGENET_STD, interpolation="bilinear", licence="CC-BY-NC-ND-4.0",
+                                     gated=True),
+        # The embedding is CONCH's attentional pooler (1 query, 768 wide) + LayerNorm over the 1024-wide tokens.
+        patch_size_px=16, num_prefix_tokens=1, token_dim=1024, pooling=TIMM_HEAD, embed_dim=768,
+        head="conch_v1_5", hub_files=("pytorch_model_vision.bin",),
+        sources=(_hub("MahmoodLab/conchv1_5"), TRIDENT, TRIDENT_CONCH_V1_5, THUNDER,
+                 "https://github.com/MICS-Lab/thunder/blob/main/src/thunder/models/download.py"),
+        unconfirmed="licence (the gated card was not read; CC-BY-NC-ND-4.0 as MahmoodLab's UNI); the grid of "
+                    "trunk.pos_embed in the published file (TRIDENT's resampling is replicated for any grid); "
+                    "that THUNDER's copy (MahmoodLab/TITAN conch_v1_5_pytorch_model.bin via TITAN's "
+                    "return_conch) holds the same weights",
     ),
     _dinov3("small", 384),
     _dinov3("base", 768),

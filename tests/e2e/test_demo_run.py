@@ -19,7 +19,7 @@ def demo_out(tmp_path_factory):
     """One output folder holding a pretrained run, a random-init run and a repeated pretrained run."""
     out = tmp_path_factory.mktemp("demo_out")
     runs = {}
-    for name, extra in [("pretrained", []), ("random", ["--random-init"]), ("repeat", [])]:
+    for name, extra in [("pretrained", []), ("random", ["--random-init", "--plots"]), ("repeat", [])]:
         result = run_cli("run", "--task", "demo", "--out", out, *extra)
         assert result.returncode == 0, result.stderr
         summary = next(line.split() for line in result.stdout.splitlines() if line.startswith("task "))
@@ -159,3 +159,14 @@ def test_every_run_stores_its_test_predictions_for_paired_comparisons(demo_out):
     assert list(stored["proba_keys"]) == ["knn/seed0", "linear/seed0"]
     assert stored["labels"].shape == (112,) and stored["proba_0"].shape == (112, 3)
     np.testing.assert_allclose(stored["proba_1"].sum(axis=1), 1.0, rtol=1e-5)
+
+
+def test_plots_flag_saves_a_reliability_diagram_per_probe_and_seed(demo_out):
+    out, runs = demo_out
+    plots = [Path(p) for p in runs["random"]["plots"]]
+    assert sorted(p.name.split(".", 1)[1] for p in plots) == ["knn.seed0.reliability.png",
+                                                             "linear.seed0.reliability.png"]
+    for plot in plots:
+        assert plot.parent == out / "runs" and plot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert "plots" not in runs["pretrained"]  # only on request
+
