@@ -82,19 +82,25 @@ def _run(config: RunConfig, dist, device) -> dict | None:
     record["throughput"] = features.throughput
     if features.slides:  # slide tasks: slides and tiles per split, and any slide left out with its reason
         record["slides"] = features.slides
-    leaderboard = Path(config.out_dir) / LEADERBOARD_FILE
     rows = rows_from_record(record, {split: len(labels) for split, (_, labels) in split_data.items()})
-    check_appendable(leaderboard)  # a foreign leaderboard.csv refuses before the run JSON is written
     test_probas = {prediction_key(r["probe"], r["seed"]): r.pop("test_proba") for r in probe_results
                    if "test_proba" in r}
-    # The run JSON moves into place only once its rows are appended: every run JSON is named by a row. The
-    # predictions and plots it names are written first and removed again if the append fails.
-    with _written_beside_run(config, record, split_data["test"][1], test_clusters, test_probas) as written, \
-            staged_run_json(config.out_dir, record) as results_path:
-        append_rows(leaderboard, rows)
+    # The predictions and plots the run JSON names are written first and removed again if the append fails.
+    with _written_beside_run(config, record, split_data["test"][1], test_clusters, test_probas) as written:
+        record["results_path"] = str(append_run(config.out_dir, record, rows))
         written.keep = True
-    record["results_path"] = str(results_path)
     return record
+
+
+def append_run(out_dir, record: dict, rows: list) -> Path:
+    """Append a run's leaderboard rows and move its run JSON into place, or neither; returns the JSON's path.
+
+    The run JSON moves into place only once its rows are appended: every run JSON is named by a row."""
+    leaderboard = Path(out_dir) / LEADERBOARD_FILE
+    check_appendable(leaderboard)  # a foreign leaderboard.csv refuses before the run JSON is written
+    with staged_run_json(out_dir, record) as results_path:
+        append_rows(leaderboard, rows)
+    return results_path
 
 
 class _Written(list):
@@ -158,6 +164,21 @@ def _group_robustness_result(card, test_data, sites, test_clusters, device, seed
             "intervals_95_unit": unit if clusters is not None else "tile", "fit_s": time.perf_counter() - started}
 
 
+def build_probe(recipe, card, device, seed: int):
+    return PROBES[recipe.probe](num_classes=card.num_classes, device=device, seed=seed, **recipe.params)
+
+
+def fit_probe(recipe, card, split_data: dict, device, seed: int):
+    """The recipe's probe trained on train, its hyper-parameters chosen on val by the card's selection metric."""
+    return _fit(build_probe(recipe, card, device, seed), card, split_data)
+
+
+def _fit(probe, card, split_data: dict):
+    (train_x, train_y), (val_x, val_y) = split_data["train"], split_data["val"]
+    probe.fit(train_x, train_y, val_x, val_y, selection_metric=card.selection_metric)
+    return probe
+
+
 def _recipe_fields(recipe) -> dict:
     return {"probe": recipe.name, "recipe": recipe.params, "recipe_path": str(recipe.path),
             "recipe_sha256": recipe.sha256}
@@ -166,7 +187,7 @@ def _recipe_fields(recipe) -> dict:
 def _run_probe(recipe, card, split_data, device, seed: int, test_clusters=("tile", None)) -> dict:
     """One probe fitted and scored; `test_clusters` = (unit, cluster id per test item or None) for the bootstrap."""
     started = time.perf_counter()
-    probe = PROBES[recipe.probe](num_classes=card.num_classes, device=device, seed=seed, **recipe.params)
+    probe = build_probe(recipe, card, device, seed)
     if isinstance(probe, SplitScoringProbe):
         # A probe whose intervals are over test items resamples the reader's clusters (patients) when it knows them.
         clustered = getattr(probe, "accepts_clusters", False) and test_clusters[1] is not None
@@ -175,8 +196,7 @@ def _run_probe(recipe, card, split_data, device, seed: int, test_clusters=("tile
                 "metrics": {"test": means}, "intervals_95": {"test": intervals},
                 "intervals_95_unit": test_clusters[0] if clustered else probe.interval_unit,
                 "fit_s": time.perf_counter() - started}
-    (train_x, train_y), (val_x, val_y) = split_data["train"], split_data["val"]
-    probe.fit(train_x, train_y, val_x, val_y, selection_metric=card.selection_metric)
+    _fit(probe, card, split_data)
     kind = KINDS[card.kind]
     metrics = {split: kind.score(card, probe, features, labels) for split, (features, labels) in split_data.items()
                if not (split == "test" and kind.intervals)}

@@ -26,13 +26,12 @@ from evalsuite.features.extract import extract_to_cache
 from evalsuite.features.prepare import chunk_rows_for, feature_fn, prepare_features, used_precision
 from evalsuite.metrics.invariance import cosine_similarities, cosine_summary
 from evalsuite.models.transforms import build_transform
-from evalsuite.probes import PROBES
 from evalsuite.probes.recipes import check_recipe_fits, load_recipe
-from evalsuite.reporting.leaderboard import LEADERBOARD_FILE, append_rows, check_appendable, rows_from_record
-from evalsuite.reporting.results import run_record, staged_run_json
+from evalsuite.reporting.leaderboard import LEADERBOARD_FILE, check_appendable, rows_from_record
+from evalsuite.reporting.results import run_record
 from evalsuite.robustness import check_task_kind
 from evalsuite.robustness.perturbations import PERTURBATIONS, perturb
-from evalsuite.runner import build_task_and_backbone
+from evalsuite.runner import append_run, build_task_and_backbone, fit_probe
 from evalsuite.runtime import distributed
 from evalsuite.runtime.cpus import use_threads
 from evalsuite.storage.fsio import check_out_folder
@@ -97,7 +96,7 @@ def _evaluate(config: RunConfig, transforms: list, seed: int, dist, device) -> d
     if not dist.is_main:
         return None
     timings = {"features_s": time.perf_counter() - started}
-    probe = fitted_probe(recipe, card, features.splits, device, seed)
+    probe = fit_probe(recipe, card, features.splits, device, seed)
     test_features, test_labels = features.splits["test"]
     headline = card.selection_metric
     clean = KINDS[card.kind].score(card, probe, test_features, test_labels)[headline]
@@ -122,19 +121,8 @@ def _evaluate(config: RunConfig, transforms: list, seed: int, dist, device) -> d
                             "samples": len(test_labels), "embedding_dtype": "float16", "transforms": scores}
     record["cache"] = {"mode": features.plan.decision}
     rows = rows_from_record(record, {"test": len(test_labels)})
-    check_appendable(Path(config.out_dir) / LEADERBOARD_FILE)
-    with staged_run_json(config.out_dir, record) as results_path:
-        append_rows(Path(config.out_dir) / LEADERBOARD_FILE, rows)
-    record["results_path"] = str(results_path)
+    record["results_path"] = str(append_run(config.out_dir, record, rows))
     return record
-
-
-def fitted_probe(recipe, card, split_data: dict, device, seed: int):
-    """The recipe's probe trained on train with its hyper-parameters chosen on val, as the runner fits it."""
-    probe = PROBES[recipe.probe](num_classes=card.num_classes, device=device, seed=seed, **recipe.params)
-    (train_x, train_y), (val_x, val_y) = split_data["train"], split_data["val"]
-    probe.fit(train_x, train_y, val_x, val_y, selection_metric=card.selection_metric)
-    return probe
 
 
 def embed_transformed(backbone, card, images, name: str, seed: int, device, config, precision: str,
