@@ -3,8 +3,12 @@
 Built from the long CSV's rows (evalsuite.reporting.leaderboard.read_rows) in four steps:
 1. keep the rows the filters ask for;
 2. keep, for each (model, task, probe, seed), only the latest run (re-runs replace older runs);
-3. per (model, task), pick the probe with the best mean val score (never look at test to choose),
-   and summarise its seeds on the requested split as mean and sample std;
+3. per (model, task), pick the probe with the best mean val score in the metric's direction (highest, or
+   lowest for ece, mce, brier, nll), never looking at test; an exact tie (at the ranking's 6 decimals) goes to
+   the probe with the lower mean val NLL, a proper scoring rule, so a saturated val metric (1.000 for every
+   probe) does not hand the cell to whichever probe sorts first by name; the name settles only what NLL cannot
+   (no NLL rows: survival, segmentation). The chosen probe's seeds on the requested split are summarised as
+   mean and sample std;
 4. rank models per task (1 = best, ties share the average rank) and sum the ranks.
 `--metric throughput_img_s` (or forward_img_s) shows what extraction cost instead of a score: the probe is
 chosen on the task's headline metric as usual and the cell is the mean, over the chosen runs, of the
@@ -22,6 +26,7 @@ from evalsuite.errors import EvalsuiteError
 from evalsuite.metrics.significance import higher_is_better
 
 SELECTION_SPLIT = "val"
+TIE_BREAK_METRIC = "nll"  # a proper scoring rule: it tells apart probes whose val metric saturates
 # Stored values have 6 decimals; rounding means to that before ranking keeps float noise
 # (the same seeds summed in another order) from breaking a tie.
 RANK_DECIMALS = 6
@@ -73,7 +78,8 @@ def build_wide_table(rows: list[dict], split: str = "test", metric: str | None =
     _check_known(split, {r["split"] for r in rows}, "split", source)
     scores, runs = _scores(rows, chosen_on)
     shown, notes = (_run_column_scores(rows, chosen_on, metric, source) if by_run_column else (scores, []))
-    cells = {key: _cell(scores, shown, runs, key, probes, split, source)
+    choice = _ProbeChoice(scores, _scores(rows, {task: TIE_BREAK_METRIC for task in chosen_on})[0], chosen_on, source)
+    cells = {key: _cell(choice, shown, runs, key, probes, split)
              for key, probes in _probes_per_cell(scores, split).items()}
     cells = {key: cell for key, cell in cells.items() if cell is not None}
     metrics = {task: metric for task in chosen_on} if by_run_column else chosen_on
@@ -171,10 +177,11 @@ def _probes_per_cell(scores: dict, split: str) -> dict:
     return {key: sorted(names) for key, names in probes.items()}
 
 
-def _cell(scores: dict, shown: dict, runs: dict, key: tuple, probes: list, split: str, source: str) -> Cell | None:
-    """The chosen probe's seeds on `split`; `scores` choose the probe, `shown` give the values (None: no value)."""
+def _cell(choice: "_ProbeChoice", shown: dict, runs: dict, key: tuple, probes: list, split: str) -> Cell | None:
+    """The chosen probe's seeds on `split`; `choice` picks the probe on val, `shown` gives the values (None: no
+    value)."""
     model, task = key
-    probe = probes[0] if len(probes) == 1 else _probe_chosen_on_val(scores, model, task, probes, source)
+    probe = probes[0] if len(probes) == 1 else choice.best(model, task, probes)
     values = shown.get((model, task, probe, split))
     if not values:
         return None
@@ -185,14 +192,28 @@ def _cell(scores: dict, shown: dict, runs: dict, key: tuple, probes: list, split
     return Cell(mean=statistics.fmean(numbers), std=std, seeds=seeds, probe=probe, run_ids=run_ids)
 
 
-def _probe_chosen_on_val(scores: dict, model: str, task: str, probes: list, source: str) -> str:
-    val_means = {p: statistics.fmean(scores[(model, task, p, SELECTION_SPLIT)].values())
-                 for p in probes if (model, task, p, SELECTION_SPLIT) in scores}
-    if not val_means:
-        raise EvalsuiteError(f"model '{model}' on task '{task}' has probes {', '.join(probes)} but no val rows in "
-                             f"{source} to choose between them; pass --probe NAME")
-    # Best val mean; alphabetical order settles an exact tie so the choice is stable.
-    return min(val_means, key=lambda p: (-val_means[p], p))
+@dataclass(frozen=True)
+class _ProbeChoice:
+    """Which probe a (model, task) cell shows: the best val mean of the task's metric in its direction; exact ties
+    go to the lower val NLL, then to the name (the choice must be stable)."""
+    scores: dict  # (model, task, probe, split) -> {seed: value} of each task's metric
+    tie_break: dict  # the same keys -> {seed: value} of TIE_BREAK_METRIC
+    metrics: dict  # task -> metric
+    source: str
+
+    def best(self, model: str, task: str, probes: list) -> str:
+        val_means = self._val_means(self.scores, model, task, probes)
+        if not val_means:
+            raise EvalsuiteError(f"model '{model}' on task '{task}' has probes {', '.join(probes)} but no val rows "
+                                 f"in {self.source} to choose between them; pass --probe NAME")
+        nll = self._val_means(self.tie_break, model, task, probes)
+        return min(val_means, key=lambda p: (_rank_key(val_means[p], higher_is_better(self.metrics[task])),
+                                             _rank_key(nll.get(p, math.nan), higher_better=False), p))
+
+    @staticmethod
+    def _val_means(scores: dict, model: str, task: str, probes: list) -> dict:
+        return {p: statistics.fmean(scores[(model, task, p, SELECTION_SPLIT)].values())
+                for p in probes if (model, task, p, SELECTION_SPLIT) in scores}
 
 
 def _ranked_rows(cells: dict, tasks: list, metrics: dict) -> list[ModelRow]:

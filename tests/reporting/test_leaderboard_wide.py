@@ -98,6 +98,46 @@ def test_the_probe_is_chosen_on_val_never_on_test(board):
     assert {r.model: r.cells["t1"].mean for r in forced.rows} == pytest.approx({"A": 0.99, "C": 0.40})
 
 
+def add_metrics(board, model, probe, per_split: dict, task="demo", seed=0):
+    """One run's rows with the given {split: {metric: value}} (headline balanced_accuracy)."""
+    append_rows(board, [{"run_id": f"{model}-{probe}-{seed}", "timestamp_utc": T1, "task": task, "model": model,
+                         "weights_id": "sha256:same", "probe": probe, "selected_params": "{}", "split": split,
+                         "metric": metric, "value": f"{value:.6f}", "seed": seed, "n_samples": 10,
+                         "headline_metric": "balanced_accuracy"}
+                        for split, metrics in per_split.items() for metric, value in metrics.items()])
+
+
+def test_a_lower_is_better_metric_chooses_the_probe_with_the_lowest_val_value(tmp_path):
+    # The demo's figures (issue 23, item 8): linear's val ECE 0.1272 beats kNN's 0.1283, so the ECE cell is
+    # linear's test ECE 0.1100; choosing by the highest val mean showed kNN's 0.1500.
+    board = tmp_path / "leaderboard.csv"
+    add_metrics(board, "A", "linear", {"val": {"balanced_accuracy": 0.80, "ece": 0.1272},
+                                       "test": {"balanced_accuracy": 0.81, "ece": 0.1100}})
+    add_metrics(board, "A", "knn", {"val": {"balanced_accuracy": 0.82, "ece": 0.1283},
+                                    "test": {"balanced_accuracy": 0.79, "ece": 0.1500}})
+    cell = _table(board, metric="ece").rows[0].cells["demo"]
+    assert (cell.probe, cell.mean) == ("linear", pytest.approx(0.1100))
+    # The headline still chooses by the highest val balanced accuracy.
+    assert _table(board).rows[0].cells["demo"].probe == "knn"
+
+
+def test_an_exact_val_tie_goes_to_the_lower_val_nll_not_to_the_name(tmp_path):
+    # demo_slide (issue 23, item 9): ABMIL and meanpool both reach val balanced accuracy 1.000; ABMIL's near-0.5
+    # probabilities give val NLL 0.69 against meanpool's 0.05, so meanpool's cell is shown ("abmil" sorts first).
+    board = tmp_path / "leaderboard.csv"
+    add_metrics(board, "A", "abmil", {"val": {"balanced_accuracy": 1.0, "nll": 0.69},
+                                      "test": {"balanced_accuracy": 1.0, "nll": 0.68}})
+    add_metrics(board, "A", "meanpool", {"val": {"balanced_accuracy": 1.0, "nll": 0.05},
+                                         "test": {"balanced_accuracy": 0.875, "nll": 0.30}})
+    cell = _table(board).rows[0].cells["demo"]
+    assert (cell.probe, cell.mean) == ("meanpool", pytest.approx(0.875))
+    # Without NLL rows (survival, segmentation) the name settles the tie, as before.
+    plain = tmp_path / "plain.csv"
+    for probe in ("meanpool", "abmil"):
+        add_metrics(plain, "A", probe, {"val": {"balanced_accuracy": 1.0}, "test": {"balanced_accuracy": 0.5}})
+    assert _table(plain).rows[0].cells["demo"].probe == "abmil"
+
+
 def test_metric_override_uses_one_metric_for_every_task(board):
     table = _table(board, metric="f1_macro", filters=Filters(tasks=("t1",)))
     assert table.metrics == {"t1": "f1_macro"}
@@ -160,3 +200,12 @@ def test_a_task_whose_headline_changed_asks_for_metric(board):
     add_run(board, "A", "t1", 5, 0.5, headline="f1_macro")
     assert_one_line_error(run_cli("leaderboard", "--out", board.parent), "task 't1'", "pass --metric")
     assert run_cli("leaderboard", "--out", board.parent, "--metric", "f1_macro").returncode == 0
+
+
+def test_every_metric_a_probe_may_select_on_is_maximised():
+    # The probes keep the hyper-parameters with the highest val score (np.argmax, `score > best`): that is only right
+    # while no card can name a lower-is-better metric (ece, mce, brier, nll) as its selection metric.
+    from evalsuite.metrics.significance import higher_is_better
+    from evalsuite.tasks.kinds import KINDS
+
+    assert all(higher_is_better(m) for kind in KINDS.values() for m in kind.selection_metrics)
