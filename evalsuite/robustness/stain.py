@@ -12,8 +12,9 @@ with M the stain matrix of Ruifrok and Johnston (rows: haematoxylin, eosin, DAB 
 R, G, B), "Quantification of histochemical staining by color deconvolution", Anal Quant Cytol Histol
 23(4):291-299, 2001; the values are those of scikit-image's `rgb_from_hed`
 (skimage/color/colorconv.py), the matrix `skimage.color.rgb2hed` uses.
-Jitter (Tellez et al. 2018, "Whole-slide mitosis detection in H&E breast histology using PHH3 as a
-reference to train distilled stain-invariant convolutional networks", IEEE TMI; THUNDER's `random_hed`):
+Jitter, the form of Tellez et al. 2018 ("Whole-slide mitosis detection in H&E breast histology using PHH3 as a
+reference to train distilled stain-invariant convolutional networks", IEEE TMI), with the normal draws of
+Faryna et al. (MIDL 2021) and THUNDER's `random_hed` (Tellez draws alpha and beta from uniform ranges instead):
     C' = alpha * C + beta        alpha_s ~ N(1, sigma^2), beta_s ~ N(0, sigma^2), one draw per stain s and image
     I' = clip(round(256 * exp(-C' @ M) - 1), 0, 255)
 With alpha = 1 and beta = 0 the image comes back unchanged (tests/robustness).
