@@ -12,10 +12,13 @@ from evalsuite.errors import EXIT_INTERNAL, EXIT_INTERRUPTED, EvalsuiteError
 
 
 def _parser() -> argparse.ArgumentParser:
+    help_text = "show tracebacks instead of one-line errors"
+    # The commands' --debug has no default (SUPPRESS): theirs would overwrite `evalsuite --debug COMMAND`.
     common = argparse.ArgumentParser(add_help=False)
-    common.add_argument("--debug", action="store_true", help="show tracebacks instead of one-line errors")
-    parser = argparse.ArgumentParser(prog="evalsuite", parents=[common],
+    common.add_argument("--debug", action="store_true", default=argparse.SUPPRESS, help=help_text)
+    parser = argparse.ArgumentParser(prog="evalsuite",
                                      description="Frozen-backbone probe evaluation for pathology foundation models.")
+    parser.add_argument("--debug", action="store_true", help=help_text)
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for module in COMMAND_MODULES:
         module.add_parser(commands, common)

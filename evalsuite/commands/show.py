@@ -30,7 +30,8 @@ def main(args) -> None:
 
 
 def describe(record: dict, path: Path) -> list[str]:
-    task, model = record.get("task", {}), record.get("model", {})
+    # A hand-edited or foreign JSON may hold null where a section belongs: shown as missing, not a traceback.
+    task, model = _section(record, "task"), _section(record, "model")
     lines = [
         f"run       {record['run_id']}  finished {record.get('timestamp_utc', '?')}",
         f"command   {_command(record.get('command', []))}" + (f"   (in {record['cwd']})" if record.get("cwd") else ""),
@@ -42,18 +43,31 @@ def describe(record: dict, path: Path) -> list[str]:
         f"input     {json.dumps(model.get('data_config'), sort_keys=True)}",
         f"seeds     {record.get('seeds', record.get('seed'))}   device {record.get('device')}",
     ]
-    for probe in record.get("probes", []):
-        lines += _probe_lines(probe)
+    probes = record.get("probes")
+    if not isinstance(probes, list) or not probes:
+        lines.append(f"probe     none recorded (probes is {json.dumps(probes)})")
+    for probe in probes if isinstance(probes, list) else []:
+        lines += _probe_lines(probe if isinstance(probe, dict) else {})
     lines.append(f"extracted {json.dumps(record.get('samples_extracted'), sort_keys=True)} samples (0: from the cache)")
     lines.append(_throughput_line(record.get("throughput") or {}))
-    lines.append(f"versions  {', '.join(f'{k} {v}' for k, v in sorted(record.get('versions', {}).items()))}")
+    lines.append(f"versions  {', '.join(f'{k} {v}' for k, v in sorted(_section(record, 'versions').items()))}")
     lines.append(f"results   {path}")
     return lines
+
+
+def _section(record: dict, name: str) -> dict:
+    value = record.get(name)
+    return value if isinstance(value, dict) else {}
 
 
 def _classes(task: dict) -> str:
     classes = task.get("classes") or []
     return f"classes {', '.join(classes)}" if classes else "no classes (a survival or regression target)"
+
+
+def _score(value) -> str:
+    """4 decimals; null (a NaN written by another JSON tool, or an edit) as null."""
+    return f"{value:.4f}" if isinstance(value, (int, float)) and not isinstance(value, bool) else json.dumps(value)
 
 
 def _throughput_line(throughput: dict) -> str:
@@ -85,10 +99,10 @@ def _card_state(task: dict) -> str:
 def _probe_lines(probe: dict) -> list[str]:
     lines = [f"probe     {probe.get('probe')}  recipe {json.dumps(probe.get('recipe'), sort_keys=True)}",
              f"          selected {json.dumps(probe.get('selected_params'), sort_keys=True)}"]
-    metrics_by_split = probe.get("metrics", {})
+    metrics_by_split = _section(probe, "metrics")
     # The stored JSON sorts keys; show splits in the order of the protocol instead.
     for split in sorted(metrics_by_split, key=lambda s: (SPLIT_ORDER.index(s) if s in SPLIT_ORDER else 99, s)):
-        metrics = metrics_by_split[split]
-        scores = "  ".join(f"{name} {value:.4f}" for name, value in metrics.items())
+        metrics = _section(metrics_by_split, split)
+        scores = "  ".join(f"{name} {_score(value)}" for name, value in metrics.items())
         lines.append(f"          {split:<5} {scores}")
     return lines

@@ -151,3 +151,54 @@ def test_classes_closed_must_be_a_boolean(tmp_path):
     path.write_text(yaml.safe_dump(card))
     with pytest.raises(EvalsuiteError, match="field 'classes_closed' must be bool"):
         load_card(str(path))
+
+
+# ---- issue 24: silent wrong results and internal errors (CLI, show, card names) ----------------------------------
+
+def test_debug_before_the_command_is_kept(tmp_path):
+    """`evalsuite --debug show nope`: the subcommand's default (False) overwrote the flag, so one line was printed."""
+    result = run_cli("--debug", "show", "nope", "--out", tmp_path)
+    assert result.returncode != 0
+    assert "Traceback" in result.stderr and "EvalsuiteError: no runs folder" in result.stderr
+
+
+@pytest.mark.parametrize("name", ["crc\nsecond line", "crc,extra", "my task", "", "-crc", "x" * 101],
+                         ids=["newline", "comma", "space", "empty", "leading-dash", "101-chars"])
+def test_a_card_name_that_is_not_an_identifier_is_refused(tmp_path, name):
+    import yaml
+
+    from evalsuite.tasks.resources import cards_dir
+
+    card = yaml.safe_load((cards_dir() / "crc.yaml").read_text())
+    card["name"] = name
+    path = tmp_path / "renamed.yaml"
+    path.write_text(yaml.safe_dump(card))
+    with pytest.raises(EvalsuiteError, match=r"renamed.yaml: field 'name' must be an identifier") as caught:
+        load_card(str(path))
+    assert "\n" not in str(caught.value)  # the bad name is quoted (repr), so the error stays one line
+    card["name"] = "x" * 100  # the longest accepted name
+    path.write_text(yaml.safe_dump(card))
+    assert load_card(str(path)).name == "x" * 100
+
+
+def _run_json(out, **changes):
+    from evalsuite.reporting.results import write_run_json
+
+    record = {"run_id": "20260101T000000Z-aaaa1111", "task": {"name": "crc", "classes": ["a", "b"]},
+              "model": {"name": "m"}, "probes": [{"probe": "knn", "metrics": {"test": {"f1_macro": 0.5}}}],
+              **changes}
+    write_run_json(out, record)
+
+
+@pytest.mark.parametrize("changes,expected", [
+    ({"probes": None}, "probe     none recorded (probes is null)"),
+    ({"probes": [{"probe": "knn", "metrics": {"test": {"f1_macro": None, "accuracy": 0.25}}}]},
+     "          test  accuracy 0.2500  f1_macro null"),
+    ({"task": None, "model": None, "versions": None}, "task      None  card None"),
+], ids=["probes-null", "metric-null", "sections-null"])
+def test_show_prints_a_run_json_holding_nulls(tmp_path, changes, expected):
+    """Before: TypeError ('NoneType' object is not iterable / unsupported format string), an internal error."""
+    _run_json(tmp_path, **changes)
+    result = run_cli("show", "20260101", "--out", tmp_path)
+    assert result.returncode == 0, result.stderr
+    assert any(line.startswith(expected) for line in result.stdout.splitlines()), result.stdout
