@@ -16,6 +16,7 @@ from evalsuite.metrics.bootstrap import interval_clusters
 from evalsuite.metrics.group_robustness import DEFAULT_K as GROUP_K
 from evalsuite.metrics.group_robustness import METRIC as GROUP_METRIC
 from evalsuite.metrics.group_robustness import group_robustness, usable_k
+from evalsuite.metrics.segmentation import IMAGE_CONFUSIONS
 from evalsuite.models.backbones import build_backbone
 from evalsuite.probes import PROBES
 from evalsuite.probes.base import SplitScoringProbe
@@ -85,8 +86,11 @@ def _run(config: RunConfig, dist, device) -> dict | None:
     rows = rows_from_record(record, {split: len(labels) for split, (_, labels) in split_data.items()})
     test_probas = {prediction_key(r["probe"], r["seed"]): r.pop("test_proba") for r in probe_results
                    if "test_proba" in r}
+    test_confusions = {prediction_key(r["probe"], r["seed"]): r.pop("test_confusions") for r in probe_results
+                       if "test_confusions" in r}
     # The predictions and plots the run JSON names are written first and removed again if the append fails.
-    with _written_beside_run(config, record, split_data["test"][1], test_clusters, test_probas) as written:
+    with _written_beside_run(config, record, split_data["test"][1], test_clusters, test_probas,
+                             test_confusions) as written:
         record["results_path"] = str(append_run(config.out_dir, record, rows))
         written.keep = True
     return record
@@ -108,17 +112,19 @@ class _Written(list):
 
 
 @contextlib.contextmanager
-def _written_beside_run(config, record: dict, test_labels, test_clusters, test_probas: dict):
-    """Per-item test probabilities (for `leaderboard --compare`) and, with --plots, reliability diagrams; the run
-    record names them. Files are removed when the block fails."""
-    written = _Written()
+def _written_beside_run(config, record: dict, test_labels, test_clusters, test_probas: dict,
+                        test_confusions: dict | None = None):
+    """Per-item test probabilities or per-image confusion counts (for `leaderboard --compare`) and, with --plots,
+    reliability diagrams; the run record names them. Files are removed when the block fails."""
+    written, test_confusions = _Written(), test_confusions or {}
     try:
-        if test_probas:
+        if test_probas or test_confusions:
             unit, clusters = test_clusters
-            path = save_predictions(config.out_dir, record["run_id"], np.asarray(test_labels), clusters, test_probas,
-                                    unit)
+            labels = np.asarray(test_labels) if test_probas else None  # masks: the counts stand for them
+            path = save_predictions(config.out_dir, record["run_id"], labels, clusters, test_probas, unit,
+                                    confusions=test_confusions, class_names=record["task"]["classes"])
             written.append(path)
-            record["predictions"] = {"file": path.name, "keys": sorted(test_probas)}
+            record["predictions"] = {"file": path.name, "keys": sorted({**test_probas, **test_confusions})}
         if config.plots and test_probas:
             record["plots"] = [str(p) for p in _reliability_plots(config, record, test_labels, test_probas)]
             written.extend(Path(p) for p in record["plots"])
@@ -204,11 +210,14 @@ def _run_probe(recipe, card, split_data, device, seed: int, test_clusters=("tile
     # the items, not only the metric.
     test_proba = {"test_proba": np.asarray(probe.predict_proba(split_data["test"][0]), dtype=np.float32)} \
         if kind.target == "class" and hasattr(probe, "predict_proba") else {}
-    intervals, unit = {}, {}
+    intervals, unit, confusions = {}, {}, {}
     if kind.intervals:
         scored = kind.score(card, probe, *split_data["test"], with_intervals=True, groups=test_clusters[1], seed=seed)
+        if IMAGE_CONFUSIONS in scored:  # segmentation: per-image pixel counts, what a paired comparison resamples
+            confusions = {"test_confusions": scored.pop(IMAGE_CONFUSIONS)}
         intervals = {"test": {k[:-3]: list(v) for k, v in scored.items() if k.endswith("_ci")}}
         unit = {"intervals_95_unit": test_clusters[0]}  # what the bootstrap resampled: patient, slide, image, tile
         metrics["test"] = {k: v for k, v in scored.items() if not k.endswith("_ci")}
     return {**_recipe_fields(recipe), "seed": seed, "selected_params": probe.selected_params_,
-            "metrics": metrics, "intervals_95": intervals, **unit, "fit_s": time.perf_counter() - started, **test_proba}
+            "metrics": metrics, "intervals_95": intervals, **unit, "fit_s": time.perf_counter() - started, **test_proba,
+            **confusions}

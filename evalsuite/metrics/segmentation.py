@@ -13,17 +13,35 @@ Protocol (also in docs/tasks.md, "Segmentation tasks", and every segmentation ca
 - `dice_fg_mean` / `iou_fg_mean`: mean over the foreground classes (the headline, as eva
   reports Dice without background); `dice_mean` / `iou_mean`: mean over all classes,
   background included (nanopath's Jaccard counts background, but per image).
+
+Test intervals: the scorer also keeps one [C, C] confusion matrix per test image; their sum is the
+split's matrix, so the metric is unchanged. A bootstrap draw takes the reader's clusters (PanNuke
+tissue type, CoNSeP/MoNuSAC source image; else each image) with replacement, and its split matrix is
+the per-image matrices weighted by how often each image was drawn: the same dataset-level metric on
+the resampled images, with no re-prediction. `ConfusionScorer` scores such draws for
+`leaderboard --compare` and the rank intervals (evalsuite.metrics.significance).
 """
+
+import warnings
 
 import numpy as np
 
 from evalsuite.errors import EvalsuiteError
+from evalsuite.metrics.bootstrap import BOOTSTRAP_DRAWS, CONFIDENCE, cluster_index
 
 IGNORE_INDEX = 255
 BACKGROUND = "background"
 MEAN_METRICS = ("dice_fg_mean", "iou_fg_mean", "dice_mean", "iou_mean")
 # Names a segmentation card may give as `selection_metric` (validated in evalsuite.tasks.cards).
 SEGMENTATION_METRICS = MEAN_METRICS
+# The key under which the scorer with intervals returns the per-image confusion counts (int64 [N, C, C]): the
+# runner stores them beside the run JSON for `leaderboard --compare`.
+IMAGE_CONFUSIONS = "image_confusions"
+
+
+def has_confusion_form(metric: str) -> bool:
+    """Whether `metric` is one that per-image confusion counts score (a mean or a per-class Dice or IoU)."""
+    return metric in MEAN_METRICS or metric.startswith(("dice_", "iou_"))
 
 
 def generic_class_names(num_classes: int) -> list:
@@ -40,6 +58,19 @@ def update_confusion(confusion: np.ndarray, target: np.ndarray, prediction: np.n
     pairs = target[valid].astype(np.int64) * num_classes + prediction[valid].astype(np.int64)
     confusion += np.bincount(pairs, minlength=num_classes * num_classes).reshape(num_classes, num_classes)
     return confusion
+
+
+def image_confusions(target: np.ndarray, prediction: np.ndarray, num_classes: int) -> np.ndarray:
+    """int64 [B, C, C]: one confusion matrix (rows = truth) per image of a batch of label and prediction maps
+    [B, H, W]; their sum is `update_confusion` of the batch."""
+    target, prediction = np.asarray(target), np.asarray(prediction)
+    images = len(target)
+    target, prediction = target.reshape(images, -1), prediction.reshape(images, -1)
+    valid = target != IGNORE_INDEX
+    image = np.broadcast_to(np.arange(images)[:, None], target.shape)[valid]
+    pairs = (image * num_classes + target[valid].astype(np.int64)) * num_classes + prediction[valid].astype(np.int64)
+    counts = np.bincount(pairs, minlength=images * num_classes * num_classes)
+    return counts.reshape(images, num_classes, num_classes)
 
 
 def per_class_scores(confusion: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -72,11 +103,76 @@ def metrics_from_confusion(confusion: np.ndarray, names=None) -> dict:
     return metrics
 
 
-def segmentation_split_metrics(card, probe, features, labels) -> dict:
-    """The runner's scorer for kind `segmentation`: stream the split through the fitted probe; the
-    per-class metrics are named after the card's classes."""
-    confusion = probe.confusion_matrix(features, labels)
+def weighted_segmentation_metrics(per_image: np.ndarray, weights: np.ndarray, names=None) -> dict:
+    """`metrics_from_confusion` of the split in which image i appears `weights[i]` times; `per_image` [N, C, C]
+    from `image_confusions`. All weights 1: the split's own metrics."""
+    return metrics_from_confusion(np.tensordot(np.asarray(weights, dtype=np.float64), per_image, axes=1), names)
+
+
+def draw_weights(groups, items: int, draws: int, seed: int):
+    """Per cluster-bootstrap draw, float64 [items]: how often each item is taken; drawn as bootstrap.py and
+    significance.py draw (the same clusters for the same seed), one draw at a time so memory stays O(items)."""
+    cluster_of_item, clusters = cluster_index(groups, items)
+    rng = np.random.default_rng(seed)
+    for _ in range(draws):
+        drawn = np.bincount(rng.integers(0, clusters, size=clusters), minlength=clusters)
+        yield drawn[cluster_of_item].astype(np.float64)
+
+
+def segmentation_intervals(per_image: np.ndarray, names=None, groups=None, draws: int = BOOTSTRAP_DRAWS,
+                           seed: int = 0, confidence: float = CONFIDENCE) -> dict:
+    """{metric: (low, high)}: percentile bootstrap interval over resampled clusters of test images (`groups`: one
+    cluster id per image, None: each image its own); (nan, nan) with fewer than two clusters."""
+    per_image = np.asarray(per_image)
+    metric_names = metrics_from_confusion(per_image.sum(axis=0), names)
+    if cluster_index(groups, len(per_image))[1] < 2:
+        return {name: (np.nan, np.nan) for name in metric_names}
+    values = [weighted_segmentation_metrics(per_image, w, names) for w in draw_weights(groups, len(per_image),
+                                                                                        draws, seed)]
+    tail = (1 - confidence) / 2 * 100
+    return {name: _percentiles([v[name] for v in values], tail) for name in metric_names}
+
+
+def _percentiles(values: list, tail: float) -> tuple[float, float]:
+    values = np.asarray(values, dtype=np.float64)
+    if np.isnan(values).all():  # a class absent from the labels and never predicted: no score in any draw
+        return float("nan"), float("nan")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        return float(np.nanpercentile(values, tail)), float(np.nanpercentile(values, 100 - tail))
+
+
+class ConfusionScorer:
+    """One model's score on a segmentation task for any image-weight vector: `metric` of the weighted per-image
+    confusion counts, averaged over its seeds (as significance._Scorer does with class probabilities)."""
+
+    def __init__(self, per_image: list, metric: str, names=None):
+        self.per_image = [np.asarray(counts) for counts in per_image]
+        self.metric, self.names = metric, names
+        known = metrics_from_confusion(self.per_image[0].sum(axis=0), names)
+        if metric not in known:
+            raise EvalsuiteError(f"metric '{metric}' is not a segmentation metric of these runs; pass --metric with "
+                                 f"one of {', '.join(known)}")
+
+    def score(self, weights: np.ndarray) -> float:
+        return float(np.mean([weighted_segmentation_metrics(counts, weights, self.names)[self.metric]
+                              for counts in self.per_image]))
+
+
+def segmentation_split_metrics(card, probe, features, labels, with_intervals: bool = False, groups=None,
+                               seed: int = 0) -> dict:
+    """The runner's scorer for kind `segmentation`: stream the split through the fitted probe; the per-class
+    metrics are named after the card's classes. With intervals (the test split) also {metric + "_ci": (low, high)}
+    from the bootstrap (drawn with `seed`) over the clusters `groups` (one id per image; None: images), and the
+    per-image confusion counts under IMAGE_CONFUSIONS."""
+    per_image = probe.image_confusions(features, labels) if with_intervals else None
+    confusion = per_image.sum(axis=0) if with_intervals else probe.confusion_matrix(features, labels)
     if len(card.classes) != len(confusion):
         raise EvalsuiteError(f"task card {card.path}: names {len(card.classes)} classes but the probe scored "
                              f"{len(confusion)}; list one name per class id")
-    return metrics_from_confusion(confusion, card.classes)
+    metrics = metrics_from_confusion(confusion, card.classes)
+    if with_intervals:
+        intervals = segmentation_intervals(per_image, card.classes, groups, seed=seed)
+        metrics.update({f"{name}_ci": interval for name, interval in intervals.items()})
+        metrics[IMAGE_CONFUSIONS] = per_image
+    return metrics

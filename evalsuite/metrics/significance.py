@@ -107,12 +107,18 @@ def paired_bootstrap(y_true, probas_a: list, probas_b: list, metric: str, groups
     """A - B on `metric` over resampled test clusters; `probas_*`: one [N, C] matrix per seed of each model."""
     y_true = np.asarray(y_true, dtype=np.int64)
     scorer_a, scorer_b = (_Scorer(y_true, p, metric, extra_metrics) for p in (probas_a, probas_b))
-    ones = np.ones(len(y_true))
+    return paired_scores(scorer_a, scorer_b, len(y_true), groups, draws, seed, confidence)
+
+
+def paired_scores(scorer_a, scorer_b, items: int, groups=None, draws: int = BOOTSTRAP_DRAWS, seed: int = 0,
+                  confidence: float = CONFIDENCE) -> PairedResult:
+    """The paired bootstrap of two scorers of the same `items` test items: anything with `score(item weights)`,
+    e.g. _Scorer here or segmentation.ConfusionScorer (per-image confusion counts)."""
+    ones = np.ones(items)
     a, b = scorer_a.score(ones), scorer_b.score(ones)
-    if cluster_index(groups, len(y_true))[1] < 2:  # nothing to resample
+    if cluster_index(groups, items)[1] < 2:  # nothing to resample
         return PairedResult(a, b, a - b, float("nan"), float("nan"), float("nan"), "bootstrap", 0)
-    differences = np.array([scorer_a.score(w) - scorer_b.score(w)
-                            for w in _draw_weights(groups, len(y_true), draws, seed)])
+    differences = np.array([scorer_a.score(w) - scorer_b.score(w) for w in _draw_weights(groups, items, draws, seed)])
     tail = (1 - confidence) / 2 * 100
     defined = differences[~np.isnan(differences)]
     low, high = (np.percentile(defined, [tail, 100 - tail]) if len(defined) else (np.nan, np.nan))
@@ -164,13 +170,21 @@ def rank_intervals(y_true, probas: dict, metric: str, groups=None, draws: int = 
     """{model: (low, high)}: the models' ranks on one task over resampled test clusters; `probas`: {model: [one
     [N, C] matrix per seed]}. With fewer than two clusters, every interval is (nan, nan)."""
     y_true = np.asarray(y_true, dtype=np.int64)
-    models = sorted(probas)
     if cluster_index(groups, len(y_true))[1] < 2:
+        return {model: (float("nan"), float("nan")) for model in sorted(probas)}
+    scorers = {m: _Scorer(y_true, probas[m], metric, extra_metrics) for m in probas}
+    return rank_scores(scorers, len(y_true), metric, groups, draws, seed, confidence)
+
+
+def rank_scores(scorers: dict, items: int, metric: str, groups=None, draws: int = BOOTSTRAP_DRAWS, seed: int = 0,
+                confidence: float = CONFIDENCE) -> dict:
+    """`rank_intervals` of any scorers of the same `items` test items ({model: object with `score(weights)`})."""
+    models = sorted(scorers)
+    if cluster_index(groups, items)[1] < 2:
         return {model: (float("nan"), float("nan")) for model in models}
-    scorers = [_Scorer(y_true, probas[m], metric, extra_metrics) for m in models]
     higher = higher_is_better(metric)
-    ranks = np.array([average_ranks(np.array([s.score(w) for s in scorers]), higher)
-                      for w in _draw_weights(groups, len(y_true), draws, seed)])
+    ranks = np.array([average_ranks(np.array([scorers[m].score(w) for m in models]), higher)
+                      for w in _draw_weights(groups, items, draws, seed)])
     tail = (1 - confidence) / 2 * 100
     low = np.percentile(ranks, tail, axis=0, method="lower")
     high = np.percentile(ranks, 100 - tail, axis=0, method="higher")

@@ -22,7 +22,7 @@ import torch
 import torch.nn.functional as F
 
 from evalsuite.errors import EvalsuiteError
-from evalsuite.metrics.segmentation import IGNORE_INDEX, SEGMENTATION_METRICS, metrics_from_confusion, update_confusion
+from evalsuite.metrics.segmentation import IGNORE_INDEX, SEGMENTATION_METRICS, image_confusions, metrics_from_confusion
 from evalsuite.probes.base import FittedProbe
 from evalsuite.probes.batches import iter_float32_batches
 from evalsuite.storage.npy_rows import NpyRows
@@ -136,25 +136,33 @@ class SegmentationProbe(FittedProbe):
 
     def confusion_matrix(self, features, labels) -> np.ndarray:
         """[C, C] pixel counts (rows = truth, columns = prediction) of the fitted head over a split."""
+        return self.image_confusions(features, labels).sum(axis=0)
+
+    def image_confusions(self, features, labels) -> np.ndarray:
+        """int64 [N, C, C]: the pixel counts of every image of the split, which a bootstrap reweights without
+        predicting again; their sum is `confusion_matrix`."""
         labels = releasing_rows(labels)
         check_dense_split(features, labels, self.num_classes, f"{type(self).__name__} scoring")
-        return self._confusion(self.head_, features, labels)
+        return self._image_confusions(self.head_, features, labels)
 
     def _targets(self, labels, batch_indices: np.ndarray) -> torch.Tensor:
         return torch.from_numpy(np.asarray(labels[batch_indices]).astype(np.int64)).to(self.device)
 
-    @torch.no_grad()
     def _confusion(self, head, features, labels) -> np.ndarray:
+        return self._image_confusions(head, features, labels).sum(axis=0)
+
+    @torch.no_grad()
+    def _image_confusions(self, head, features, labels) -> np.ndarray:
         was_training = head.training
         head.eval()
-        confusion = np.zeros((self.num_classes, self.num_classes), dtype=np.int64)
+        per_image = np.zeros((len(features), self.num_classes, self.num_classes), dtype=np.int64)
         order = np.arange(len(features))
         for batch_indices, batch in iter_float32_batches(features, order, self.eval_batch_size, self.device):
             target = np.asarray(labels[batch_indices])
             prediction = _upsample(head(batch), target.shape[-2:]).argmax(dim=1).cpu().numpy()
-            update_confusion(confusion, target, prediction)
+            per_image[batch_indices] = image_confusions(target, prediction, self.num_classes)
         head.train(was_training)
-        return confusion
+        return per_image
 
 
 def _upsample(logits: torch.Tensor, size) -> torch.Tensor:

@@ -103,6 +103,7 @@ class ConsepReader(GridTilingReader):
                                          f"{image} is {height}x{width} (height x width)")
                 images.append(image)
                 labels.append(label)
-                found_images.append(GridImage(folder == "Test", image.stem, height, width))  # val by image
+                found_images.append(GridImage(folder == "Test", image.stem, height, width,  # val by image
+                                              f"{folder}/{image.stem}"))
         self.source = ConsepImages(images, labels)
         return found_images

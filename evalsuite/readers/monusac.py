@@ -147,6 +147,7 @@ class MonusacReader(GridTilingReader):
                 images.append(image)
                 annotations.append(annotation)
                 sizes.append(image_size(image, TASK))
-                found_images.append(GridImage(folder == TEST_FOLDER, patient.name, *sizes[-1]))  # val by patient
+                found_images.append(GridImage(folder == TEST_FOLDER, patient.name, *sizes[-1],  # val by patient
+                                              f"{patient.name}/{image.stem}"))
         self.source = MonusacImages(images, annotations, sizes)
         return found_images

@@ -2,7 +2,8 @@
 
 Layout under --data-root, one folder per fold N (1, 2, 3):
   Fold N/images/foldN/images.npy  (tiles, 256, 256, 3) float64, RGB values 0..255
-  Fold N/images/foldN/types.npy   (tiles,) tissue type names (optional here; checked when present)
+  Fold N/images/foldN/types.npy   (tiles,) tissue type names (optional; when the test fold has one, the
+                                  test bootstrap resamples tissue types, else images)
   Fold N/masks/foldN/masks.npy    (tiles, 256, 256, 6) float64: channels 0..4 hold instance ids of
                                   neoplastic, inflammatory, connective, dead, epithelial nuclei;
                                   channel 5 is background
@@ -53,17 +54,17 @@ def _open(path: Path) -> np.ndarray:
                              f"re-download the fold") from None
 
 
-def _npy_length(path: Path) -> int:
-    """Rows of a .npy file from its header alone (works for any dtype, object arrays included)."""
+def _tissue_types(path: Path, tiles: int) -> np.ndarray:
+    """The fold's tissue type name of each tile (str [tiles]); the released file is a string array."""
     try:
-        with open(path, "rb") as handle:
-            version = np.lib.format.read_magic(handle)
-            read_header = np.lib.format.read_array_header_1_0 if version == (1, 0) else \
-                np.lib.format.read_array_header_2_0
-            shape = read_header(handle)[0]
+        types = np.load(path, allow_pickle=False)
     except (OSError, ValueError) as exc:
-        raise EvalsuiteError(f"{TASK}: cannot read {path} as a .npy array ({' '.join(str(exc).split())})") from None
-    return int(shape[0]) if shape else 0
+        raise EvalsuiteError(f"{TASK}: cannot read {path} as an array of tissue type names "
+                             f"({' '.join(str(exc).split())}); re-download the fold or remove the file") from None
+    if types.ndim != 1 or len(types) != tiles:
+        raise EvalsuiteError(f"{TASK}: {path} has {len(types) if types.ndim else 0} entries but the fold has {tiles} "
+                             f"tiles; re-download the fold or remove the file")
+    return types.astype(str)
 
 
 class PannukeFolds(CachedSource):
@@ -71,7 +72,7 @@ class PannukeFolds(CachedSource):
 
     def __init__(self, root: Path, folds: list[int]):
         super().__init__()
-        self.paths, self.rows = {}, []
+        self.paths, self.rows, self.types = {}, [], {}
         for fold in folds:
             paths = fold_paths(root, fold)
             images, masks = _open(paths["images"]), _open(paths["masks"])
@@ -88,10 +89,7 @@ class PannukeFolds(CachedSource):
                 raise EvalsuiteError(f"{TASK}: {paths['images']} tiles are {images.shape[1]}x{images.shape[2]}; "
                                      f"expected square tiles")
             if paths["types"].is_file():
-                types = _npy_length(paths["types"])
-                if types != len(images):
-                    raise EvalsuiteError(f"{TASK}: {paths['types']} has {types} entries but {paths['images']} "
-                                         f"has {len(images)} tiles")
+                self.types[fold] = _tissue_types(paths["types"], len(images))
             self.paths[fold] = paths
             self.rows += [(fold, row) for row in range(len(images))]
             self.tile_px = int(images.shape[1])
@@ -142,3 +140,9 @@ class PannukeReader(SegmentationReader):
             indices = np.flatnonzero(rows == fold)
             check_count(TASK, f"fold {fold}", len(indices), OFFICIAL_COUNTS[fold], check_counts)
             self.tiles[split] = np.stack([indices, np.zeros_like(indices), np.zeros_like(indices)], axis=1)
+        if folds["test"] in source.types:  # images of one tissue type are not independent: resample types
+            self.interval_unit = "tissue type"
+            self.source_clusters = [str(source.types[fold][row]) if fold in source.types else f"fold {fold} tile {row}"
+                                    for fold, row in source.rows]
+        else:
+            self.interval_unit = "image"

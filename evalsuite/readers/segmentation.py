@@ -74,27 +74,37 @@ def check_mask_values(mask: np.ndarray, num_classes: int, what: str, allow_ignor
 
 
 class SegmentationReader(Reader):
-    """Base: a subclass sets `self.source` and `self.tiles = {split: int64 [n, 3] (source, top, left)}`."""
+    """Base: a subclass sets `self.source` and `self.tiles = {split: int64 [n, 3] (source, top, left)}`, and where it
+    knows the test bootstrap's clusters `self.source_clusters` (one id per source) and `interval_unit`."""
 
     def __init__(self, card, tile_px: int):
         self.card = card
         self.tile_px = tile_px
         self.source = None
         self.tiles: dict = {}
+        self.source_clusters: list | None = None  # None: every tile is its own unit
 
     def dataset(self, split: str, transform) -> "SegTileDataset":
         self.check_split(split, self.tiles)
         return SegTileDataset(self.source, self.tiles[split], self.tile_px, transform)
 
+    def groups(self, split: str) -> list | None:
+        """The cluster id of each tile of `split` (that of its source), in dataset order; None without clusters."""
+        self.check_split(split, self.tiles)
+        if self.source_clusters is None:
+            return None
+        return [self.source_clusters[source] for source in self.tiles[split][:, 0]]
+
 
 @dataclass(frozen=True)
 class GridImage:
     """One image of a grid-tiling reader: in the test folder or not, the unit val is carved by (the image or its
-    patient), and its size."""
+    patient), its size, and its name (the test bootstrap's cluster: tiles of one image are not independent)."""
     test: bool
     unit: str
     height_px: int
     width_px: int
+    name: str
 
 
 class GridTilingReader(SegmentationReader):
@@ -109,6 +119,7 @@ class GridTilingReader(SegmentationReader):
     CLASS_MAP = ""
     TILE_PX = STRIDE_PX = 256
     COVER = False
+    interval_unit = "image"  # the bootstrap resamples source images with all their tiles
 
     def __init__(self, card, data_root: Path, tile_size_px: int | None = None, stride_px: int | None = None,
                  val_fraction: float = 0.2, val_seed: int = 0, check_counts: bool = True):
@@ -123,6 +134,7 @@ class GridTilingReader(SegmentationReader):
             split = "test" if image.test else "val" if image.unit in val_units else "train"
             tiles[split] += grid_tiles(index, image.height_px, image.width_px, tile_size_px, stride_px, self.COVER)
         self.tiles = {split: np.array(rows, dtype=np.int64).reshape(-1, 3) for split, rows in tiles.items()}
+        self.source_clusters = [image.name for image in images]
 
     def scan(self, root: Path, check_counts: bool) -> list[GridImage]:
         raise NotImplementedError

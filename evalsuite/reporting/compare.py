@@ -16,8 +16,10 @@ from pathlib import Path
 import numpy as np
 
 from evalsuite.errors import EvalsuiteError
+from evalsuite.metrics.segmentation import ConfusionScorer, has_confusion_form
 from evalsuite.metrics.significance import (ALPHA, PairedResult, has_item_form, higher_is_better, holm,
-                                            mcnemar_exact, paired_bootstrap, rank_intervals)
+                                            mcnemar_exact, paired_bootstrap, paired_scores, rank_intervals,
+                                            rank_scores)
 from evalsuite.reporting.leaderboard import format_table
 from evalsuite.reporting.predictions import load_predictions, prediction_key
 from evalsuite.reporting.wide import RUN_COLUMN_METRICS, WideTable
@@ -27,11 +29,14 @@ _LEAVE_OUT = "pass --task to leave the task out"
 
 @dataclass(frozen=True)
 class CellPredictions:
-    """One model's chosen runs on one task: the test items and one probability matrix per seed."""
+    """One model's chosen runs on one task: the test items and one probability matrix per seed (segmentation: one
+    per-image confusion count array per seed, and the class names)."""
     labels: np.ndarray
     clusters: np.ndarray | None
     unit: str
     probas: list
+    confusions: list = field(default_factory=list)
+    class_names: list | None = None
 
 
 @dataclass(frozen=True)
@@ -60,22 +65,25 @@ class _Loader:
         self.out_dir, self.loaded = Path(out_dir), {}
 
     def cell(self, model: str, task: str, cell) -> CellPredictions:
-        probas, first = [], None
+        probas, confusions, first = [], [], None
         for run_id, seed in zip(cell.run_ids, cell.seeds):
             if run_id not in self.loaded:
                 self.loaded[run_id] = load_predictions(self.out_dir, run_id)
             stored = self.loaded[run_id]
             key = prediction_key(cell.probe, seed)
-            if key not in stored.probas:
+            if key not in stored.probas and key not in stored.confusions:
                 raise EvalsuiteError(f"run {run_id} ({model} on {task}) stored no test predictions for probe "
-                                     f"'{cell.probe}' seed {seed} (only classification probes store them); "
-                                     f"{_LEAVE_OUT}")
+                                     f"'{cell.probe}' seed {seed} (only classification and segmentation probes "
+                                     f"store them); {_LEAVE_OUT}")
             if first is not None and not _same_items(first, stored):
                 raise EvalsuiteError(f"the seeds of {model} on {task} were tested on different items (runs "
                                      f"{cell.run_ids[0]} and {run_id}); the data changed between runs: rerun them")
             first = first or stored
-            probas.append(stored.probas[key])
-        return CellPredictions(first.labels, first.clusters, first.cluster_unit, probas)
+            if key in stored.probas:
+                probas.append(stored.probas[key])
+            else:
+                confusions.append(stored.confusions[key])
+        return CellPredictions(first.labels, first.clusters, first.cluster_unit, probas, confusions, first.class_names)
 
 
 def _same_items(one, other) -> bool:
@@ -100,7 +108,7 @@ def compare_models(table: WideTable, out_dir: Path, a: str, b: str, source: str,
     loader, compared = _Loader(out_dir), []
     for task in shared:
         metric = table.metrics[task]
-        if not has_item_form(metric):
+        if not (has_item_form(metric) or has_confusion_form(metric)):
             per_run = "measured per run" if metric in RUN_COLUMN_METRICS else "not computed from class probabilities"
             raise EvalsuiteError(f"--compare tests scores of test items; {metric} on task '{task}' is {per_run}: "
                                  f"pass --metric with a classification score or {_LEAVE_OUT}")
@@ -118,7 +126,12 @@ def compare_models(table: WideTable, out_dir: Path, a: str, b: str, source: str,
 
 def _compare_task(task: str, metric: str, a: CellPredictions, b: CellPredictions, draws: int,
                   seed: int) -> TaskComparison:
-    result = paired_bootstrap(a.labels, a.probas, b.probas, metric, groups=a.clusters, draws=draws, seed=seed)
+    if a.confusions:  # segmentation: resample images (or their clusters) of the per-image confusion counts
+        result = paired_scores(ConfusionScorer(a.confusions, metric, a.class_names),
+                               ConfusionScorer(b.confusions, metric, b.class_names), len(a.labels), a.clusters,
+                               draws, seed)
+    else:
+        result = paired_bootstrap(a.labels, a.probas, b.probas, metric, groups=a.clusters, draws=draws, seed=seed)
     if metric == "accuracy" and a.clusters is None and len(a.probas) == len(b.probas) == 1:
         # Independent items, one prediction each: the exact test needs no resampling (the interval stays bootstrap).
         correct_a, correct_b = (p[0].argmax(axis=1) == a.labels for p in (a.probas, b.probas))
@@ -160,7 +173,7 @@ def add_rank_intervals(table: WideTable, out_dir: Path, draws: int = 1000, seed:
     loader, skipped = _Loader(out_dir), []
     for task in table.tasks:
         ranked = [row for row in table.rows if task in row.cells]
-        if len(ranked) < 2 or not has_item_form(table.metrics[task]):
+        if len(ranked) < 2 or not (has_item_form(table.metrics[task]) or has_confusion_form(table.metrics[task])):
             continue  # one model has nothing to be ranked against; a per-run or non-class metric has no items
         try:
             loaded = {row.model: loader.cell(row.model, task, row.cells[task]) for row in ranked}
@@ -171,16 +184,23 @@ def add_rank_intervals(table: WideTable, out_dir: Path, draws: int = 1000, seed:
         if not all(_same_items(reference, other) for other in loaded.values()):
             skipped.append(task)
             continue
-        intervals = rank_intervals(reference.labels, {m: p.probas for m, p in loaded.items()}, table.metrics[task],
-                                   groups=reference.clusters, draws=draws, seed=seed)
+        intervals = _rank_intervals(loaded, reference, table.metrics[task], draws, seed)
         for row in ranked:  # fewer than two clusters: (nan, nan), no interval to show
             if not np.isnan(intervals[row.model][0]):
                 row.cells[task] = replace(row.cells[task], rank_interval=intervals[row.model])
     if skipped:
         table.notes.append(f"no rank intervals for {', '.join(skipped)}: a run there has no stored test predictions "
-                           "(made before they were stored, or not a classification task) or other test items; "
+                           "(made before they were stored, or of a task kind that stores none) or other test items; "
                            "rerun it to get them")
     return table
+
+
+def _rank_intervals(loaded: dict, reference: CellPredictions, metric: str, draws: int, seed: int) -> dict:
+    if reference.confusions:  # segmentation: every model scored from its per-image confusion counts
+        scorers = {m: ConfusionScorer(p.confusions, metric, p.class_names) for m, p in loaded.items()}
+        return rank_scores(scorers, len(reference.labels), metric, reference.clusters, draws, seed)
+    return rank_intervals(reference.labels, {m: p.probas for m, p in loaded.items()}, metric,
+                          groups=reference.clusters, draws=draws, seed=seed)
 
 
 def overlaps_leader(table: WideTable, task: str, model: str) -> bool:

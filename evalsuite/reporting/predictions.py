@@ -5,13 +5,17 @@ What `evalsuite leaderboard --compare` and the rank intervals need beyond the le
 - `clusters` (optional): the bootstrap's cluster id of each item (patient, slide, image), as strings, and
   `cluster_unit` naming what they are;
 - one float32 [N, C] test probability matrix per probe result, keyed `"<probe>/seed<seed>"`; stored as
-  `proba_0`, `proba_1`, ... with the keys in `proba_keys`, so no pickle is needed to read the file.
+  `proba_0`, `proba_1`, ... with the keys in `proba_keys`, so no pickle is needed to read the file;
+- segmentation runs instead: one int64 [N, C, C] per-image confusion count array per probe result
+  (`confusion_0`, ... keyed by `confusion_keys`, rows = truth), the card's `class_names`, and as `labels`
+  int64 [N, C] each test image's labelled pixels per class (the counts' row sums), which stand for the masks
+  when two runs are checked for the same test items.
 The file is written beside the run JSON through a temp file and a rename: it is whole or absent.
 """
 
 import io
 import zipfile
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -31,6 +35,8 @@ class Predictions:
     clusters: np.ndarray | None  # str [N] or None: each item its own cluster
     cluster_unit: str
     probas: dict  # "probe/seed<seed>" -> float32 [N, C]
+    confusions: dict = field(default_factory=dict)  # "probe/seed<seed>" -> int64 [N, C, C] (segmentation)
+    class_names: list | None = None
 
 
 def prediction_key(probe: str, seed: int) -> str:
@@ -41,11 +47,20 @@ def predictions_path(out_dir: Path, run_id: str) -> Path:
     return Path(out_dir) / RUNS_FOLDER / f"{run_id}{PREDICTIONS_SUFFIX}"
 
 
-def save_predictions(out_dir: Path, run_id: str, labels, clusters, probas: dict, unit: str = "tile") -> Path:
-    """Write the run's test predictions atomically; `clusters`: one id per item or None; returns the path."""
+def save_predictions(out_dir: Path, run_id: str, labels, clusters, probas: dict, unit: str = "tile",
+                     confusions: dict | None = None, class_names=None) -> Path:
+    """Write the run's test predictions atomically; `clusters`: one id per item or None; `confusions`: per-image
+    confusion counts (segmentation), whose row sums are stored as `labels` when `labels` is None; returns the path."""
     path = predictions_path(out_dir, run_id)
-    labels = np.asarray(labels, dtype=np.int64).reshape(-1)
-    arrays = {"labels": labels, "cluster_unit": np.array(unit), "proba_keys": np.array(sorted(probas), dtype=str)}
+    confusions = {key: np.asarray(counts, dtype=np.int64) for key, counts in (confusions or {}).items()}
+    if labels is None:
+        labels = next(iter(confusions.values())).sum(axis=2)
+    labels = np.asarray(labels, dtype=np.int64)
+    labels = labels.reshape(-1) if labels.ndim < 2 else labels
+    arrays = {"labels": labels, "cluster_unit": np.array(unit), "proba_keys": np.array(sorted(probas), dtype=str),
+              "confusion_keys": np.array(sorted(confusions), dtype=str)}
+    if class_names:
+        arrays["class_names"] = np.array(class_names, dtype=str)
     if clusters is not None:
         arrays["clusters"] = np.asarray(clusters).astype(str).reshape(-1)
         if len(arrays["clusters"]) != len(labels):
@@ -55,6 +70,11 @@ def save_predictions(out_dir: Path, run_id: str, labels, clusters, probas: dict,
         if proba.ndim != 2 or len(proba) != len(labels):
             raise ValueError(f"probabilities '{key}' have shape {proba.shape}, not ({len(labels)}, classes)")
         arrays[f"proba_{index}"] = proba
+    for index, key in enumerate(arrays["confusion_keys"]):
+        counts = confusions[key]
+        if counts.ndim != 3 or len(counts) != len(labels) or counts.shape[1] != counts.shape[2]:
+            raise ValueError(f"confusion counts '{key}' have shape {counts.shape}, not ({len(labels)}, C, C)")
+        arrays[f"confusion_{index}"] = counts
     buffer = io.BytesIO()
     np.savez(buffer, **arrays)
     with fs_errors("write predictions", path):
@@ -80,11 +100,16 @@ def load_predictions(out_dir: Path, run_id: str) -> Predictions:
             probas = {key: stored[f"proba_{i}"] for i, key in enumerate(keys)}
             clusters = stored["clusters"] if "clusters" in stored.files else None
             unit = str(stored["cluster_unit"])
+            counted = [str(k) for k in stored["confusion_keys"]] if "confusion_keys" in stored.files else []
+            confusions = {key: stored[f"confusion_{i}"].astype(np.int64) for i, key in enumerate(counted)}
+            class_names = [str(c) for c in stored["class_names"]] if "class_names" in stored.files else None
     except (OSError, ValueError, KeyError, EOFError, zipfile.BadZipFile) as exc:
         reason = " ".join(str(exc).split())  # one line, whatever the library's message
         raise EvalsuiteError(f"cannot read predictions {path}: {type(exc).__name__} ({reason}); the file is damaged: "
                              f"delete it and {_RERUN}") from None
-    if any(p.ndim != 2 or len(p) != len(labels) for p in probas.values()):
+    if any(p.ndim != 2 or len(p) != len(labels) for p in probas.values()) or \
+            any(c.ndim != 3 or len(c) != len(labels) for c in confusions.values()):
         raise EvalsuiteError(f"predictions {path} do not match its {len(labels)} labels; the file is damaged: "
                              f"delete it and {_RERUN}")
-    return Predictions(path=path, labels=labels, clusters=clusters, cluster_unit=unit, probas=probas)
+    return Predictions(path=path, labels=labels, clusters=clusters, cluster_unit=unit, probas=probas,
+                       confusions=confusions, class_names=class_names)

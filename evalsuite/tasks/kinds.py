@@ -80,7 +80,7 @@ KINDS = {
                                score=classification_split_metrics, intervals=True, card_fields=("pooling",),
                                check_card=_check_classification_card),
     "segmentation": TaskKind("segmentation", feature="dense", selection_metrics=tuple(SEGMENTATION_METRICS),
-                             score=segmentation_split_metrics, intervals=False, card_fields=("layers",),
+                             score=segmentation_split_metrics, intervals=True, card_fields=("layers",),
                              check_card=_check_segmentation_card, target="mask"),
     # Slide kinds cache every tissue tile's pooled embedding, grouped by slide; their probes score slides.
     "slide": TaskKind("slide", feature="pooled", selection_metrics=tuple(METRICS), score=classification_split_metrics,
