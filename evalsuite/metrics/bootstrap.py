@@ -19,6 +19,7 @@ import numpy as np
 
 from evalsuite.errors import EvalsuiteError
 from evalsuite.metrics.calibration import CalibrationItems
+from evalsuite.metrics.ordinal import ORDINAL_METRIC, kappa_from_confusion
 
 BOOTSTRAP_DRAWS = 1000
 CONFIDENCE = 0.95
@@ -60,12 +61,14 @@ def _confusion_metrics(confusion: np.ndarray) -> dict:
 
 
 def weighted_metrics(y_true, predicted, ranks, weights, classes: int,
-                     calibration: CalibrationItems | None = None) -> dict:
+                     calibration: CalibrationItems | None = None, ordinal: bool = False) -> dict:
     """Metrics of the items repeated `weights` times; with `calibration` (the items' CalibrationItems) also
-    ece, mce, brier and nll."""
+    ece, mce, brier and nll; with `ordinal` also the quadratic weighted kappa (ordinal.py)."""
     pairs = np.asarray(y_true) * classes + predicted
     confusion = np.bincount(pairs, weights=weights, minlength=classes * classes).reshape(classes, classes)
     metrics = _confusion_metrics(confusion)
+    if ordinal:
+        metrics[ORDINAL_METRIC] = kappa_from_confusion(confusion)
     aurocs = [r.auroc(weights) for r in ranks]
     metrics["auroc_macro_ovr"] = float(np.nanmean(aurocs)) if not np.all(np.isnan(aurocs)) else np.nan
     if calibration is not None:
@@ -97,10 +100,11 @@ def cluster_index(groups, items: int) -> tuple[np.ndarray, int]:
 
 
 def bootstrap_intervals(y_true: np.ndarray, proba: np.ndarray, draws: int = BOOTSTRAP_DRAWS, seed: int = 0,
-                        confidence: float = CONFIDENCE, groups=None) -> dict:
+                        confidence: float = CONFIDENCE, groups=None, ordinal: bool = False) -> dict:
     """{metric: (low, high)} of the percentile bootstrap interval over resampled test clusters.
 
-    `groups`: one cluster id per test item (e.g. its patient), or None for one cluster per item."""
+    `groups`: one cluster id per test item (e.g. its patient), or None for one cluster per item; `ordinal`: also
+    the quadratic weighted kappa."""
     y_true = np.asarray(y_true, dtype=np.int64)
     items, classes = proba.shape
     predicted = proba.argmax(axis=1)
@@ -108,7 +112,7 @@ def bootstrap_intervals(y_true: np.ndarray, proba: np.ndarray, draws: int = BOOT
     calibration = CalibrationItems(y_true, proba)
     cluster_of_item, clusters = cluster_index(groups, items)
     if clusters < 2:
-        names = weighted_metrics(y_true, predicted, ranks, np.ones(items), classes, calibration)
+        names = weighted_metrics(y_true, predicted, ranks, np.ones(items), classes, calibration, ordinal)
         return {name: (np.nan, np.nan) for name in names}
     rng = np.random.default_rng(seed)
     values = []
@@ -116,7 +120,7 @@ def bootstrap_intervals(y_true: np.ndarray, proba: np.ndarray, draws: int = BOOT
         # With one cluster per item this is the item bootstrap, draw for draw.
         drawn = np.bincount(rng.integers(0, clusters, size=clusters), minlength=clusters)
         weights = drawn[cluster_of_item].astype(np.float64)
-        values.append(weighted_metrics(y_true, predicted, ranks, weights, classes, calibration))
+        values.append(weighted_metrics(y_true, predicted, ranks, weights, classes, calibration, ordinal))
     tail = (1 - confidence) / 2 * 100
     return {name: (float(np.nanpercentile([v[name] for v in values], tail)),
                    float(np.nanpercentile([v[name] for v in values], 100 - tail))) for name in values[0]}

@@ -4,7 +4,9 @@ Balanced accuracy (mean per-class recall) is the headline for imbalanced tile ta
 eva and Patho-Bench; macro F1 (THUNDER, nanopath), accuracy and macro one-vs-rest AUROC
 are reported beside it. The calibration errors of the same probabilities (ece, mce, brier, nll;
 calibration.py, lower is better) are reported too, but are not in METRICS: the probes select
-hyperparameters by maximising a METRICS entry.
+hyperparameters by maximising a METRICS entry. A card with `ordinal: true` (classes listed in
+their order, e.g. PANDA's ISUP grades) also gets the quadratic weighted kappa (ordinal.py), with
+the same bootstrap interval; it is reported, not used for selection.
 """
 
 import numpy as np
@@ -12,6 +14,7 @@ from sklearn.metrics import accuracy_score, balanced_accuracy_score, f1_score, r
 
 from evalsuite.metrics.bootstrap import bootstrap_intervals
 from evalsuite.metrics.calibration import calibration_metrics
+from evalsuite.metrics.ordinal import ORDINAL_METRIC, quadratic_kappa
 
 
 def _balanced_accuracy(y_true, proba):
@@ -51,23 +54,27 @@ METRICS = {
 }
 
 
-def compute_metrics(y_true: np.ndarray, proba: np.ndarray) -> dict:
-    """All registered metrics (METRICS, then the calibration errors) for integer labels and an (N, C) probability
-    matrix."""
+def compute_metrics(y_true: np.ndarray, proba: np.ndarray, ordinal: bool = False) -> dict:
+    """All registered metrics (METRICS, with `ordinal` the quadratic weighted kappa, then the calibration errors)
+    for integer labels and an (N, C) probability matrix."""
     y_true = np.asarray(y_true)
     metrics = {name: float(fn(y_true, proba)) for name, fn in METRICS.items()}
+    if ordinal:
+        metrics[ORDINAL_METRIC] = quadratic_kappa(y_true, proba)
     metrics.update(calibration_metrics(y_true, proba))
     return metrics
 
 
-def classification_split_metrics(_card, probe, features, labels, with_intervals: bool = False, groups=None,
+def classification_split_metrics(card, probe, features, labels, with_intervals: bool = False, groups=None,
                                  seed: int = 0) -> dict:
     """The scorer of kind `classification`: {metric: value} of a fitted probe on one split; with intervals also
     {metric + "_ci": (low, high)} from the bootstrap (drawn with `seed`) over the clusters `groups` (one id per
-    item; None: items)."""
+    item; None: items). An ordinal `card` adds the quadratic weighted kappa."""
     proba = probe.predict_proba(features)
-    metrics = compute_metrics(labels, proba)
+    ordinal = bool(getattr(card, "ordinal", False))
+    metrics = compute_metrics(labels, proba, ordinal)
     if with_intervals:
         metrics.update({f"{name}_ci": interval for name, interval in
-                        bootstrap_intervals(np.asarray(labels), proba, seed=seed, groups=groups).items()})
+                        bootstrap_intervals(np.asarray(labels), proba, seed=seed, groups=groups,
+                                            ordinal=ordinal).items()})
     return metrics

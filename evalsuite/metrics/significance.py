@@ -29,9 +29,10 @@ import numpy as np
 from evalsuite.metrics.bootstrap import BOOTSTRAP_DRAWS, CONFIDENCE, _ClassRanks, cluster_index, weighted_metrics
 from evalsuite.metrics.calibration import CALIBRATION_METRICS, LOWER_IS_BETTER, CalibrationItems
 from evalsuite.metrics.classification import METRICS
+from evalsuite.metrics.ordinal import ORDINAL_METRIC
 
 # Metrics scored by weighted_metrics from item weights (the others re-score the resampled items).
-_WEIGHTED = {"balanced_accuracy", "f1_macro", "accuracy", "auroc_macro_ovr", *CALIBRATION_METRICS}
+_WEIGHTED = {"balanced_accuracy", "f1_macro", "accuracy", "auroc_macro_ovr", ORDINAL_METRIC, *CALIBRATION_METRICS}
 ALPHA = 0.05
 
 
@@ -75,7 +76,8 @@ class _Scorer:
 
     def score(self, weights: np.ndarray) -> float:
         if self.function is None:
-            values = [weighted_metrics(self.y_true, predicted, ranks, weights, self.classes, calibration)[self.metric]
+            values = [weighted_metrics(self.y_true, predicted, ranks, weights, self.classes, calibration,
+                                       self.metric == ORDINAL_METRIC)[self.metric]
                       for predicted, ranks, calibration in zip(self.predicted, self.ranks, self.calibration)]
         else:  # no weighted form: score the resampled items themselves (item i repeated weights[i] times)
             index = np.repeat(np.arange(len(weights)), weights.astype(np.int64))

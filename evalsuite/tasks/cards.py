@@ -34,6 +34,7 @@ class TaskCard:
     classes_closed: bool = False  # a class folder on disk that is not in `classes` is an error, not a note
     pooling: str | None = None  # token models' classification embedding for this task (None: each model's own)
     group: str | None = None  # metadata column naming each tile's site/scanner/stain (docs/group_robustness.md)
+    ordinal: bool = False  # classes are ordered grades (label i = classes[i]): the quadratic weighted kappa is added
     extra: dict = field(default_factory=dict)
 
     @property
@@ -107,7 +108,7 @@ def _card_from_mapping(raw: dict, path: Path, sha256: str) -> TaskCard:
     KINDS[kind].check_card(raw, path, classes)
     probes = _string_list(raw, path, "probes")
     known = {"name", "kind", "reader", "classes", "splits", "selection_metric", "probes", "description", "data_root",
-             "classes_closed", "pooling", "group"}  # `layers` stays in `extra`: dense_layers() reads it
+             "classes_closed", "pooling", "group", "ordinal"}  # `layers` stays in `extra`: dense_layers() reads it
     return TaskCard(
         name=name,
         kind=kind,
@@ -124,6 +125,7 @@ def _card_from_mapping(raw: dict, path: Path, sha256: str) -> TaskCard:
         classes_closed=bool(_field(raw, path, "classes_closed", bool, required=False)),
         pooling=pooling,
         group=_group_column(raw, path, kind),
+        ordinal=bool(_field(raw, path, "ordinal", bool, required=False)),
         extra={k: v for k, v in raw.items() if k not in known},
     )
 

@@ -77,14 +77,14 @@ def _check_slide_card(raw: dict, path, classes: list) -> None:
 
 KINDS = {
     "classification": TaskKind("classification", feature="pooled", selection_metrics=tuple(METRICS),
-                               score=classification_split_metrics, intervals=True, card_fields=("pooling",),
-                               check_card=_check_classification_card),
+                               score=classification_split_metrics, intervals=True,
+                               card_fields=("pooling", "ordinal"), check_card=_check_classification_card),
     "segmentation": TaskKind("segmentation", feature="dense", selection_metrics=tuple(SEGMENTATION_METRICS),
                              score=segmentation_split_metrics, intervals=True, card_fields=("layers",),
                              check_card=_check_segmentation_card, target="mask"),
     # Slide kinds cache every tissue tile's pooled embedding, grouped by slide; their probes score slides.
     "slide": TaskKind("slide", feature="pooled", selection_metrics=tuple(METRICS), score=classification_split_metrics,
-                      intervals=True, card_fields=("pooling", "tiling"), check_card=_check_slide_card,
+                      intervals=True, card_fields=("pooling", "tiling", "ordinal"), check_card=_check_slide_card,
                       samples="slides"),
     "survival": TaskKind("survival", feature="pooled", selection_metrics=tuple(SURVIVAL_METRICS),
                          score=survival_split_metrics, intervals=True, card_fields=("pooling", "tiling"),

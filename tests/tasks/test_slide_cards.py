@@ -18,7 +18,8 @@ probes: [abmil]
 """
 
 
-@pytest.mark.parametrize("name", ["demo_slide", "slide_csv", "slide_survival_csv", "camelyon16", "panda"])
+@pytest.mark.parametrize("name", ["demo_slide", "slide_csv", "slide_survival_csv", "camelyon16", "panda",
+                                  "panda_small"])
 def test_shipped_slide_cards_load(name):
     card = load_card(name)
     assert KINDS[card.kind].bags
