@@ -83,7 +83,10 @@ def _run(config: RunConfig, dist, device) -> dict | None:
     record["throughput"] = features.throughput
     if features.slides:  # slide tasks: slides and tiles per split, and any slide left out with its reason
         record["slides"] = features.slides
-    rows = rows_from_record(record, {split: len(labels) for split, (_, labels) in split_data.items()})
+    split_sizes = {split: len(labels) for split, (_, labels) in split_data.items()}
+    # What a metric's items and n_samples are: images/tiles, slides, or patients (survival scores patients).
+    record["scored"] = {"unit": reader.scored_unit, **split_sizes}
+    rows = rows_from_record(record, split_sizes)
     test_probas = {prediction_key(r["probe"], r["seed"]): r.pop("test_proba") for r in probe_results
                    if "test_proba" in r}
     test_confusions = {prediction_key(r["probe"], r["seed"]): r.pop("test_confusions") for r in probe_results

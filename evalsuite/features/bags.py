@@ -4,6 +4,10 @@ A slide split's cache is one float16 array [tiles of all slides, D] whose rows a
 slide (slide i holds rows offsets[i]:offsets[i + 1]). `SlideBags` gives one slide's rows at a
 time, copied out of the cache (a host-RAM array or positioned reads of the file), so a probe
 holds at most the bags it asked for, never the split.
+
+`PatientBags` is the same interface one level up, for kinds scored per patient (survival): patient i's
+bag is the tiles of all of its slides, in cache order (Patho-Bench's `combine_slides_per_patient`,
+early fusion), so a probe fits and scores one row per patient without knowing about slides.
 """
 
 import numpy as np
@@ -24,6 +28,7 @@ class SlideBags:
             raise EvalsuiteError(f"slide bags: tile features must be 2-D [tiles, dim], got {features.shape}")
         self.features = features
         self.offsets = offsets
+        self.tile_counts = np.diff(offsets)  # int64 [slides]
 
     def __len__(self) -> int:
         return len(self.offsets) - 1
@@ -36,13 +41,50 @@ class SlideBags:
     def dtype(self):
         return self.features.dtype
 
-    @property
-    def tile_counts(self) -> np.ndarray:
-        return np.diff(self.offsets)
-
     def bag(self, index: int) -> np.ndarray:
         return np.asarray(self.features[int(self.offsets[index]) : int(self.offsets[index + 1])])
 
     def tile_rows(self, index: int) -> tuple[int, int]:
         """(first, stop) rows of slide `index` in the split's tile array."""
         return int(self.offsets[index]), int(self.offsets[index + 1])
+
+    def bag_rows(self, index: int, rows: np.ndarray) -> np.ndarray:
+        """Rows `rows` (ascending, 0-based within the bag) of bag `index`, reading only those."""
+        return np.asarray(self.features[int(self.offsets[index]) + np.asarray(rows)])
+
+
+class PatientBags:
+    """`len(bags)` patients; `bags.bag(i)` is patient i's tiles from every one of its slides, float16 [tiles_i, D].
+
+    `patient_of_slide`: the patient number (0..patients-1) of each slide of `slides` (a SlideBags)."""
+
+    def __init__(self, slides: SlideBags, patient_of_slide):
+        numbers = np.asarray(patient_of_slide, dtype=np.int64)
+        if numbers.shape != (len(slides),) or (len(numbers) and set(np.unique(numbers)) != set(range(numbers.max() + 1))):
+            raise EvalsuiteError(f"patient bags: need one patient number 0..P-1 for each of {len(slides)} slides, got "
+                                 f"{numbers[:6].tolist()}; the cache and the manifest disagree: remove the task's cache")
+        self.slides = slides
+        self.slides_of = [np.flatnonzero(numbers == p) for p in range(int(numbers.max()) + 1 if len(numbers) else 0)]
+        self.tile_counts = np.array([slides.tile_counts[s].sum() for s in self.slides_of], dtype=np.int64)
+
+    def __len__(self) -> int:
+        return len(self.slides_of)
+
+    @property
+    def dim(self) -> int:
+        return self.slides.dim
+
+    @property
+    def dtype(self):
+        return self.slides.dtype
+
+    def bag(self, index: int) -> np.ndarray:
+        slides = self.slides_of[index]
+        if len(slides) == 1:
+            return self.slides.bag(int(slides[0]))
+        return np.concatenate([self.slides.bag(int(s)) for s in slides])
+
+    def bag_rows(self, index: int, rows: np.ndarray) -> np.ndarray:
+        """Rows `rows` (ascending, 0-based within the patient's bag) of patient `index`, reading only those."""
+        cache_rows = np.concatenate([np.arange(*self.slides.tile_rows(int(s))) for s in self.slides_of[index]])
+        return np.asarray(self.slides.features[cache_rows[np.asarray(rows)]])

@@ -13,7 +13,7 @@ import json
 import numpy as np
 
 from evalsuite.errors import EvalsuiteError
-from evalsuite.features.bags import SlideBags
+from evalsuite.features.bags import PatientBags, SlideBags
 from evalsuite.features.cache import CacheLayout
 from evalsuite.readers.slides import SlideLayout, SlideTiles, tiling_of
 
@@ -53,11 +53,14 @@ def cache_layout(layout: SlideLayout, chunk_rows: int) -> CacheLayout:
 
 
 def open_bags(cache, key: str, mode: str, reader, split: str, layout: SlideLayout) -> tuple:
-    """(SlideBags, targets) of a complete slide cache laid out as `layout` (the one it was started with); the
-    reader's targets follow the cached slides."""
+    """(bags, targets) of a complete slide cache laid out as `layout` (the one it was started with); the
+    reader's targets follow the cached slides. Bags are SlideBags, or PatientBags when the reader scores
+    patients (`patient_of_slide` is not None): then targets have one row per patient."""
     features, _slide_of_tile = cache.open(key, mode)
     reader.keep(split, layout.slide_ids)
-    return SlideBags(features, layout.offsets), reader.targets(split)
+    bags = SlideBags(features, layout.offsets)
+    patient_of_slide = reader.patient_of_slide(split)
+    return (bags if patient_of_slide is None else PatientBags(bags, patient_of_slide)), reader.targets(split)
 
 
 def slide_summary(layout: SlideLayout) -> dict:

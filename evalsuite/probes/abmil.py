@@ -67,11 +67,11 @@ def padded_batch(bags, indices, tiles_of_bag, read, device: torch.device):
 
 def sampled_rows(bags, index: int, max_tiles: int, generator: torch.Generator) -> np.ndarray:
     """At most `max_tiles` random tiles of bag `index` (all if it has fewer), reading only those rows."""
-    first, stop = bags.tile_rows(index)
-    if stop - first <= max_tiles:
+    tiles = int(bags.tile_counts[index])
+    if tiles <= max_tiles:
         return bags.bag(index)
-    picked = torch.randperm(stop - first, generator=generator)[:max_tiles].sort().values.numpy()
-    return np.asarray(bags.features[first + picked])
+    picked = torch.randperm(tiles, generator=generator)[:max_tiles].sort().values.numpy()
+    return bags.bag_rows(index, picked)
 
 
 def size_groups(tile_counts: np.ndarray, budget_tiles: int) -> list[np.ndarray]:

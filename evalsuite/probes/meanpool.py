@@ -9,6 +9,13 @@ Cox model, risk = w . x (no intercept: it cancels from the partial likelihood), 
 (full batch by default: the partial likelihood's risk sets are then the whole split's); the head
 with the best val c-index is kept. Weight decay is an L2 penalty (gradient + wd * w, as
 torch.optim.Adam), so each head minimises the mean Cox loss + wd/2 ||w||^2.
+The Cox heads see the vectors standardised on train (each dimension's train mean and standard
+deviation, ddof 1, as lifelines' CoxPHFitter does before its penalty): a fixed wd grid on raw
+vectors would penalise a backbone with small features more than one with large features, so the
+grid would bias the ranking of backbones. Weights are kept in raw units (w / sd) with the train
+mean as centre, so a risk is (x - mean) . w, the same number lifelines' log partial hazard gives.
+Which items the bags are (slides, or patients for a per-patient kind) is the caller's: every bag
+is one row of the Cox model and one risk.
 """
 
 import itertools
@@ -21,6 +28,23 @@ from evalsuite.probes.base import FittedProbe
 from evalsuite.probes.batches import BatchSource, iter_float32_batches
 from evalsuite.probes.cox import check_train_val, cox_loss
 from evalsuite.probes.linear import LinearProbe, _as_list
+
+MOMENT_CHUNK_ROWS = 4096  # vectors upcast at a time for the train mean and standard deviation
+
+
+def train_moments(pooled: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """float64 (mean [D], sd [D]) of float16 vectors, ddof 1 (lifelines' CoxPHFitter's rule), summed chunk by
+    chunk; a constant dimension (or a single vector) gets sd 1: centred, it is 0 and carries no signal."""
+    rows = len(pooled)
+    mean = np.zeros(pooled.shape[1])
+    for start in range(0, rows, MOMENT_CHUNK_ROWS):
+        mean += pooled[start : start + MOMENT_CHUNK_ROWS].sum(axis=0, dtype=np.float64)
+    mean /= rows
+    squares = np.zeros(pooled.shape[1])
+    for start in range(0, rows, MOMENT_CHUNK_ROWS):
+        squares += ((pooled[start : start + MOMENT_CHUNK_ROWS].astype(np.float64) - mean) ** 2).sum(axis=0)
+    sd = np.sqrt(squares / max(rows - 1, 1))
+    return mean, np.where(sd > 0, sd, 1.0)
 
 
 def mean_pool(bags) -> np.ndarray:
@@ -67,7 +91,7 @@ class MeanPoolProbe(FittedProbe):
         return self.linear_.predict_proba(mean_pool(bags))
 
     def predict_risk(self, bags) -> np.ndarray:
-        """float32 [slides]: higher = shorter expected survival."""
+        """float32 [bags]: higher = shorter expected survival."""
         self._require(survival=True)
         return self._risks(mean_pool(bags), self.cox_weight_[:, None])[:, 0]
 
@@ -79,7 +103,9 @@ class MeanPoolProbe(FittedProbe):
                                f"call {'predict_risk' if self.survival_ else 'predict_proba'}")
 
     def _fit_cox(self, pooled, targets, val_pooled, val_targets, selection_metric: str) -> None:
-        weights = self._train_cox_heads(pooled, targets)
+        mean, sd = (torch.as_tensor(v, dtype=torch.float32, device=self.device) for v in train_moments(pooled))
+        self.cox_center_ = mean
+        weights = self._train_cox_heads(pooled, targets, mean, sd) / sd[:, None]  # raw units
         val_risks = self._risks(val_pooled, weights)
         scores = np.array([SURVIVAL_METRICS[selection_metric](val_targets, val_risks[:, h])
                            for h in range(len(self.cox_grid))])
@@ -88,8 +114,10 @@ class MeanPoolProbe(FittedProbe):
         lr, wd = self.cox_grid[best]
         self.selected_params_ = {"cox_lr": lr, "cox_weight_decay": wd, "val_" + selection_metric: float(scores[best])}
 
-    def _train_cox_heads(self, pooled: np.ndarray, targets: np.ndarray) -> torch.Tensor:
-        """[D, heads] weights. Zero start: the Cox loss is convex, and lifelines starts there too."""
+    def _train_cox_heads(self, pooled: np.ndarray, targets: np.ndarray, mean: torch.Tensor,
+                         sd: torch.Tensor) -> torch.Tensor:
+        """[D, heads] weights of the standardised vectors (x - mean) / sd. Zero start: the Cox loss is convex, and
+        lifelines starts there too."""
         heads = [torch.zeros(pooled.shape[1], device=self.device, requires_grad=True) for _ in self.cox_grid]
         # One parameter group per head gives each its own lr and L2 in one torch.optim.Adam.
         optimizer = torch.optim.Adam([{"params": [w], "lr": lr, "weight_decay": wd}
@@ -100,7 +128,7 @@ class MeanPoolProbe(FittedProbe):
             for batch, target in source.epoch(epoch, batch_size, seed=self.seed):
                 if not target[:, 1].any():
                     continue  # no event, no partial likelihood: skip rather than let Adam's momentum move alone
-                risks = batch @ torch.stack(heads, dim=1)
+                risks = ((batch - mean) / sd) @ torch.stack(heads, dim=1)
                 optimizer.zero_grad(set_to_none=True)
                 cox_loss(risks, target[:, 0], target[:, 1]).sum().backward()
                 optimizer.step()
@@ -108,9 +136,9 @@ class MeanPoolProbe(FittedProbe):
 
     @torch.no_grad()
     def _risks(self, pooled: np.ndarray, weights: torch.Tensor) -> np.ndarray:
-        """float32 [slides, heads] risks of float16 slide vectors, one upcast batch at a time."""
+        """float32 [bags, heads] risks (x - train mean) . w of float16 vectors, one upcast batch at a time."""
         out = np.empty((len(pooled), weights.shape[1]), dtype=np.float32)
         for batch_indices, batch in iter_float32_batches(pooled, np.arange(len(pooled)), self.eval_batch_size,
                                                          self.device):
-            out[batch_indices] = (batch @ weights).cpu().numpy()
+            out[batch_indices] = ((batch - self.cox_center_) @ weights).cpu().numpy()
         return out

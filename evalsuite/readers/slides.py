@@ -23,6 +23,7 @@ from tqdm import tqdm
 
 from evalsuite.errors import EvalsuiteError
 from evalsuite.readers.base import Reader
+from evalsuite.readers.patients import check_patient_targets, first_slides, patient_numbers
 from evalsuite.readers.slide_manifest import SlideRecord
 from evalsuite.readers.tissue import read_tile_at, tile_grid
 from evalsuite.readers.wsi import cached_slide, slide_mpp
@@ -212,10 +213,13 @@ class SlideReader(Reader):
     """A reader of slide records; subclasses give `records()` (every split's, checked)."""
 
     interval_unit = "patient"
+    manifest_path = None  # the file the records come from, named in errors (the card when None)
 
     def __init__(self, card, data_root: Path, check_counts: bool = True):
         self.card, self.data_root, self.check_counts = card, Path(data_root), check_counts
         self.survival = KINDS[card.kind].target == "survival"
+        self.per_patient = KINDS[card.kind].per_patient  # targets and groups are then one per patient
+        self.scored_unit = "patient" if self.per_patient else "slide"
         self._records = None
         self._kept = {}  # split -> slide ids whose features are cached (bad slides skipped)
 
@@ -226,6 +230,8 @@ class SlideReader(Reader):
         self.check_split(split, self.card.splits)
         if self._records is None:
             self._records = self.records()
+            if self.per_patient:  # before any extraction: a patient's slides must agree on its target
+                check_patient_targets(self._records, self.manifest_path or self.card.path)
         return [r for r in self._records if r.split == split]
 
     def tile(self, split: str, skip_bad: bool, num_workers: int) -> SlideLayout:
@@ -248,13 +254,24 @@ class SlideReader(Reader):
         by_id = {r.slide_id: r for r in self.split_records(split)}
         return [by_id[s] for s in self._kept.get(split, list(by_id))]
 
+    def _scored_records(self, split: str) -> list[SlideRecord]:
+        """One record per scored item: each kept slide, or each patient's first kept slide."""
+        kept = self._kept_records(split)
+        return first_slides(kept) if self.per_patient else kept
+
     def targets(self, split: str) -> np.ndarray:
-        """int64 class ids [slides], or float64 [slides, 2] (time, event) for survival."""
-        values = [r.target for r in self._kept_records(split)]
+        """int64 class ids [slides], or float64 [items, 2] (time, event) for survival (items: patients when
+        `per_patient`)."""
+        values = [r.target for r in self._scored_records(split)]
         return np.array(values, dtype=np.float64) if self.survival else np.array(values, dtype=np.int64)[:, 0]
 
     def groups(self, split: str) -> list:
-        return [r.patient for r in self._kept_records(split)]
+        """The patient of each scored item (so per patient, each item is its own bootstrap cluster)."""
+        return [r.patient for r in self._scored_records(split)]
+
+    def patient_of_slide(self, split: str) -> list[int] | None:
+        """Per patient: the patient number (the row of `targets`) of each kept slide, in cache order; else None."""
+        return patient_numbers(self._kept_records(split)) if self.per_patient else None
 
     def slides_fingerprint(self, split: str) -> list:
         """What the cache key takes from the slide list: each slide's id, path and file size."""

@@ -30,6 +30,8 @@ class TaskKind:
     check_card: Callable  # (raw card mapping, path, classes) -> None; raises EvalsuiteError on a bad kind field
     samples: str = "images"  # "images": one cached row per sample; "slides": a bag of tile rows per sample
     target: str = "class"  # "class": a class id; "mask": a label mask; "survival": (time, event), no classes
+    # Slide kinds: True scores patients (one bag of all a patient's tiles, one target, one bootstrap cluster each).
+    per_patient: bool = False
 
     @property
     def dense(self) -> bool:
@@ -88,7 +90,8 @@ KINDS = {
                       samples="slides"),
     "survival": TaskKind("survival", feature="pooled", selection_metrics=tuple(SURVIVAL_METRICS),
                          score=survival_split_metrics, intervals=True, card_fields=("pooling", "tiling"),
-                         check_card=_check_slide_card, samples="slides", target="survival"),
+                         check_card=_check_slide_card, samples="slides", target="survival",
+                         per_patient=True),
 }
 
 

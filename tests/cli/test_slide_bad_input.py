@@ -30,21 +30,23 @@ probes: [meanpool]
 """
 
 
-def _cohort(root, extra_rows=(), survival=False, per_split=(3, 2, 2)):
-    """A small cohort of demo slides (both classes per split) plus `extra_rows`, and its card."""
+def _cohort(root, extra_rows=(), survival=False, per_split=(3, 2, 2), slides_a_patient=1):
+    """A small cohort of demo slides (both classes per split) plus `extra_rows`, and its card; consecutive slides of
+    a class and split share a patient, `slides_a_patient` at a time."""
     demo = demo_slides_folder()
     with open(demo / "slides.csv", newline="") as handle:
         demo_rows = list(csv.DictReader(handle))
     rows = []
     for split, count in zip(("train", "val", "test"), per_split):
         for label in ("stroma", "tumour"):
-            for row in [r for r in demo_rows if r["split"] == split and r["label"] == label][:count]:
+            for index, row in enumerate([r for r in demo_rows if r["split"] == split and r["label"] == label][:count]):
                 shutil.copyfile(demo / row["slide_path"], root / row["slide_path"])
                 target = {"time": str(10.0 if label == "tumour" else 30.0), "event": "1"} if survival \
                     else {"label": label}
-                rows.append({"slide_path": row["slide_path"], "split": split, **target})
+                patient = f"{split}-{label}-{index // slides_a_patient}"
+                rows.append({"slide_path": row["slide_path"], "split": split, "patient": patient, **target})
     rows += [dict(r) for r in extra_rows]
-    columns = ["slide_path", "split", "time", "event"] if survival else ["slide_path", "split", "label"]
+    columns = ["slide_path", "split", "patient"] + (["time", "event"] if survival else ["label"])
     with open(root / "slides.csv", "w", newline="") as handle:
         writer = csv.DictWriter(handle, columns)
         writer.writeheader()
@@ -92,6 +94,17 @@ def test_negative_survival_time(tmp_path):
     _assert_refused(_run(card, tmp_path / "out"), tmp_path / "out", "-3", "negative")
 
 
+def test_a_patients_slides_with_different_survival_targets(tmp_path):
+    """Survival is scored per patient, so a patient's slides must share its time and event; refused before any
+    extraction."""
+    card = _cohort(tmp_path, survival=True, slides_a_patient=2)
+    rows = (tmp_path / "slides.csv").read_text().splitlines()
+    rows[1] = rows[1].replace(",10.0,", ",12.0,").replace(",30.0,", ",32.0,")  # the first slide of a two-slide patient
+    (tmp_path / "slides.csv").write_text("\n".join(rows) + "\n")
+    _assert_refused(_run(card, tmp_path / "out"), tmp_path / "out", "slides.csv", "patient 'train-stroma-0'",
+                    "different survival targets", "give every slide of a patient")
+
+
 @pytest.mark.slow
 def test_skip_bad_slides_records_them_and_goes_on(tmp_path):
     (tmp_path / "broken.svs").write_text("not a slide\n")
@@ -118,3 +131,20 @@ def test_survival_cohort_runs_and_scores_a_concordance_index(tmp_path):
     record = json.loads(next(out.glob("runs/*.json")).read_text())
     low, high = record["probes"][0]["intervals_95"]["test"]["c_index"]
     assert low <= record["probes"][0]["metrics"]["test"]["c_index"] <= high
+
+
+@pytest.mark.slow
+def test_survival_scores_patients_not_slides(tmp_path):
+    """6 test slides of 4 patients (two patients with two slides): the Cox head and Harrell's C see 4 rows.
+    Reference: n_samples = 4 test patients (per slide it was 6), the run JSON's unit 'patient'."""
+    card = _cohort(tmp_path, survival=True, per_split=(4, 2, 3), slides_a_patient=2)
+    out = tmp_path / "out"
+    result = _run(card, out, "--probes", "meanpool,abmil")
+    assert result.returncode == 0, result.stderr
+    rows = [r for r in leaderboard_rows(out) if r["split"] == "test"]
+    assert {r["probe"] for r in rows} == {"meanpool", "abmil"} and {int(r["n_samples"]) for r in rows} == {4}
+    record = json.loads(next(out.glob("runs/*.json")).read_text())
+    assert record["slides"]["test"]["slides"] == 6
+    assert record["scored"] == {"unit": "patient", "train": 4, "val": 2, "test": 4}
+    for probe in record["probes"]:
+        assert probe["intervals_95_unit"] == "patient"
