@@ -19,12 +19,14 @@ from evalsuite.metrics.group_robustness import group_robustness, usable_k
 from evalsuite.metrics.segmentation import IMAGE_CONFUSIONS
 from evalsuite.models.backbones import build_backbone
 from evalsuite.probes import PROBES
+from evalsuite.probes._validate import check_two_classes_per_split
 from evalsuite.probes.base import SplitScoringProbe
 from evalsuite.probes.recipes import check_recipe_fits, load_recipe
 from evalsuite.readers import build_reader
-from evalsuite.reporting.leaderboard import LEADERBOARD_FILE, append_rows, check_appendable, rows_from_record
+from evalsuite.reporting.commit import commit_run
+from evalsuite.reporting.leaderboard import LEADERBOARD_FILE, check_appendable, rows_from_record
 from evalsuite.reporting.predictions import prediction_key, save_predictions
-from evalsuite.reporting.results import RUNS_FOLDER, run_record, staged_run_json
+from evalsuite.reporting.results import RUNS_FOLDER, run_record
 from evalsuite.runtime import distributed
 from evalsuite.runtime.cpus import use_threads
 from evalsuite.storage.fsio import check_out_folder
@@ -66,6 +68,9 @@ def _run(config: RunConfig, dist, device) -> dict | None:
     if not dist.is_main:
         return None
     timings["features_s"] = time.perf_counter() - started - timings["setup_s"]
+    if KINDS[card.kind].target == "class":  # a one-class split gives a degenerate probe that scores 1.000
+        check_two_classes_per_split({split: labels for split, (_, labels) in split_data.items()}, card.classes,
+                                    {split: info.get("skipped", []) for split, info in (features.slides or {}).items()})
 
     test_clusters = interval_clusters(reader, "test", len(split_data["test"][1]))
     probe_results = [_run_probe(recipe, card, split_data, device, seed, test_clusters) for seed in config.seeds
@@ -102,12 +107,9 @@ def _run(config: RunConfig, dist, device) -> dict | None:
 def append_run(out_dir, record: dict, rows: list) -> Path:
     """Append a run's leaderboard rows and move its run JSON into place, or neither; returns the JSON's path.
 
-    The run JSON moves into place only once its rows are appended: every run JSON is named by a row."""
-    leaderboard = Path(out_dir) / LEADERBOARD_FILE
-    check_appendable(leaderboard)  # a foreign leaderboard.csv refuses before the run JSON is written
-    with staged_run_json(out_dir, record) as results_path:
-        append_rows(leaderboard, rows)
-    return results_path
+    The run JSON moves into place only once its rows are appended: every run JSON is named by a row. An earlier
+    commit cut short under the same --out is finished or undone first (reporting/commit.py)."""
+    return commit_run(out_dir, record, rows)[0]
 
 
 class _Written(list):

@@ -197,6 +197,22 @@ def make_pcam(root: Path, counts=None) -> Path:
     return Path(root)
 
 
+PCAM_META_HEADER = ["", "coord_y", "coord_x", "tumor_patch", "center_tumor_patch", "wsi"]
+
+
+def make_pcam_meta(root: Path, split: str, slides: list, labels=None) -> Path:
+    """camelyonpatch_level_2_split_<split>_meta.csv as distributed: a pandas index column, then coord_y, coord_x,
+    tumor_patch, center_tumor_patch (True/False) and wsi, the tile's Camelyon16 slide; one row per h5 tile."""
+    labels = [i % 2 for i in range(len(slides))] if labels is None else labels
+    path = Path(root) / f"camelyonpatch_level_2_split_{split}_meta.csv"
+    with open(path, "w", newline="") as handle:
+        writer = csv.writer(handle)
+        writer.writerow(PCAM_META_HEADER)
+        for index, (slide, label) in enumerate(zip(slides, labels)):
+            writer.writerow([index, 96 * index, 96 * (index + 1), bool(label), bool(label), slide])
+    return path
+
+
 def make_mhist(root: Path, per_class=None, columns=MHIST_COLUMNS, size=(224, 224)) -> Path:
     """images/MHIST_<abc>.png and annotations.csv with the distributed columns."""
     per_class = per_class or {"train": 3, "test": 2}

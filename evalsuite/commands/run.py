@@ -1,5 +1,6 @@
 """`evalsuite run`: extract features (cached) and run probes on one task."""
 
+import sys
 from pathlib import Path
 
 from evalsuite.commands._common import add_task_model_args, run_config
@@ -38,9 +39,12 @@ def main(args) -> None:
     probes = [p.strip() for p in args.probes.split(",") if p.strip()] if args.probes else []
     # Flags are checked before the heavy imports.
     config = run_config(args, probes=probes, seeds=_seeds(args), plots=args.plots)
+    from evalsuite.reporting.commit import repair_half_commits
     from evalsuite.reporting.leaderboard import format_table
     from evalsuite.runner import run
 
+    for note in repair_half_commits(config.out_dir):  # a run killed while committing, said before hours of work
+        print(f"note: {note}", file=sys.stderr)
     record = run(config)
     if record is None:  # a torchrun rank other than 0: rank 0 reports
         return

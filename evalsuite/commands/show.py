@@ -48,6 +48,8 @@ def describe(record: dict, path: Path) -> list[str]:
         lines.append(f"probe     none recorded (probes is {json.dumps(probes)})")
     for probe in probes if isinstance(probes, list) else []:
         lines += _probe_lines(probe if isinstance(probe, dict) else {})
+    if record.get("intervals_note"):
+        lines.append(f"note      {record['intervals_note']}")
     lines.append(f"extracted {json.dumps(record.get('samples_extracted'), sort_keys=True)} samples (0: from the cache)")
     lines.append(_throughput_line(record.get("throughput") or {}))
     lines.append(f"versions  {', '.join(f'{k} {v}' for k, v in sorted(_section(record, 'versions').items()))}")

@@ -89,6 +89,16 @@ def interval_clusters(reader, split: str, items: int) -> tuple[str, list | None]
     return unit, groups
 
 
+def independence_note(unit: str, groups, items: int, fix: str = "") -> str | None:
+    """The one-line caveat of intervals and paired tests over `items` test items without clusters (`groups` None):
+    they treat items as independent, which items of one slide or patient are not. None when clusters are known."""
+    if groups is not None:
+        return None
+    note = (f"intervals and paired tests treat the {items} test {unit}s as independent items (no patient or slide "
+            "ids known); items of one slide are correlated, so they may be too narrow")
+    return f"{note}; {fix}" if fix else note
+
+
 def cluster_index(groups, items: int) -> tuple[np.ndarray, int]:
     """(cluster number of each item, number of clusters); `groups=None`: each item its own cluster."""
     if groups is None:

@@ -17,6 +17,7 @@ from evalsuite.errors import EvalsuiteError
 class Reader:
     card = None
     interval_unit = "tile"  # what one sample is when no clusters are known
+    clusters_fix = ""  # how a user gives this reader its clusters, for the note a run without them carries
     scored_unit = "image"  # what one scored sample is (a tile or an image; slide readers: slide or patient)
 
     def dataset(self, split: str, transform):

@@ -10,8 +10,15 @@ handle opened lazily once per process (`LazyH5`): the reader's process keeps the
 opened to validate the file, and a DataLoader worker, seeing a new process id after the fork,
 opens its own instead of touching its parent's. Persistent workers keep their handle across
 epochs. Handles are not pickled, so spawned workers open their own too.
+
+PCam's tiles come from few Camelyon16 slides (the splits never share one), and tiles of one slide
+are correlated. The optional camelyonpatch_level_2_split_{train,valid,test}_meta.csv (header
+`,coord_y,coord_x,tumor_patch,center_tumor_patch,wsi`, one row per h5 tile in the same order)
+names each tile's slide in `wsi`: when present, `groups(split)` returns it and the test bootstrap
+resamples slides; without it every tile is its own unit and the run says so.
 """
 
+import csv
 import os
 from pathlib import Path
 
@@ -25,6 +32,8 @@ from evalsuite.readers.files import check_classes, check_count, layout_error
 
 TASK = "pcam"
 LAYOUT = "camelyonpatch_level_2_split_{train,valid,test}_{x,y}.h5"
+META = "camelyonpatch_level_2_split_{split}_meta.csv"
+SLIDE_COLUMN = "wsi"
 FILE_SPLITS = {"train": "train", "val": "valid", "test": "test"}
 OFFICIAL_COUNTS = {"train": 262_144, "val": 32_768, "test": 32_768}
 CLASSES = ["no_tumor", "tumor"]
@@ -79,6 +88,25 @@ def _dataset(file: h5py.File, path: Path, key: str) -> h5py.Dataset:
     return file[key]
 
 
+def _read_slides(path: Path, tiles: int, x_path: Path) -> list[str]:
+    """The `wsi` value of each row of a meta CSV that must describe the `tiles` tiles of `x_path`, in order."""
+    fix = "re-download it from the PCam release or remove it (it is optional: tiles are then the units)"
+    try:
+        with open(path, newline="", encoding="utf-8") as handle:
+            rows = csv.DictReader(handle)
+            if SLIDE_COLUMN not in (rows.fieldnames or []):
+                raise EvalsuiteError(f"{TASK}: {path} has no '{SLIDE_COLUMN}' column (the source slide); {fix}")
+            slides = [(row[SLIDE_COLUMN] or "").strip() for row in rows]
+    except (OSError, UnicodeDecodeError, csv.Error) as exc:
+        raise EvalsuiteError(f"{TASK}: cannot read {path} ({exc}); {fix}") from None
+    if len(slides) != tiles:
+        raise EvalsuiteError(f"{TASK}: {path} lists {len(slides)} tiles but {x_path.name} has {tiles}; "
+                             f"the meta file belongs to another split or download: {fix}")
+    if "" in slides:
+        raise EvalsuiteError(f"{TASK}: {path} line {slides.index('') + 2} has no '{SLIDE_COLUMN}' value; {fix}")
+    return slides
+
+
 class PcamDataset(LabelledImages):
     def __init__(self, images: LazyH5, labels: np.ndarray, transform):
         super().__init__(labels, transform)
@@ -89,15 +117,28 @@ class PcamDataset(LabelledImages):
 
 
 class PcamReader(Reader):
+    clusters_fix = f"put {META.format(split='test')} (PCam's tile-to-slide table) beside the h5 files"
+
     def __init__(self, card, data_root: Path, check_counts: bool = True):
         check_classes(card, CLASSES, TASK, "y values 0 and 1")
         self.card = card
-        self.images, self.labels = {}, {}
+        self.images, self.labels, self.slides = {}, {}, {}
         for split in FILE_SPLITS:
             self.labels[split] = self._read_labels(_h5_path(Path(data_root), split, "y"))
-            self.images[split] = self._checked_images(_h5_path(Path(data_root), split, "x"), len(self.labels[split]))
+            x_path = _h5_path(Path(data_root), split, "x")
+            self.images[split] = self._checked_images(x_path, len(self.labels[split]))
             check_count(TASK, f"split '{FILE_SPLITS[split]}'", len(self.labels[split]), OFFICIAL_COUNTS[split],
                         check_counts)
+            meta = Path(data_root) / META.format(split=FILE_SPLITS[split])
+            if meta.is_file():  # optional: the benchmark's own files are the h5 pairs
+                self.slides[split] = _read_slides(meta, len(self.labels[split]), x_path)
+        # What the test bootstrap resamples: the source slides when the test meta CSV names them.
+        self.interval_unit = "slide" if "test" in self.slides else "tile"
+
+    def groups(self, split: str) -> list | None:
+        """The source slide (`wsi`) of each tile of `split`, or None without that split's meta CSV."""
+        self.check_split(split, self.labels)
+        return self.slides.get(split)
 
     @staticmethod
     def _read_labels(path: Path) -> np.ndarray:

@@ -6,7 +6,8 @@ compared on a task only on the same test items: identical label arrays (same len
 bootstrap clusters. A model with several seeds is scored, in every bootstrap draw, by its metric averaged over
 seeds, so the observed score is the table's cell. Per task: the paired bootstrap of A - B on the task's metric,
 or for accuracy with one seed each and no clusters the exact McNemar test; p-values are Holm-adjusted over the
-compared tasks, and a task's verdict is "A better" / "B better" when the adjusted p is below 0.05.
+compared tasks, and a task's verdict is "A better" / "B better" when the adjusted p is below 0.05. A task whose
+predictions name no clusters gets a note: its test (and rank intervals) treat the items as independent.
 docs/significance.md has the formulas.
 """
 
@@ -16,6 +17,7 @@ from pathlib import Path
 import numpy as np
 
 from evalsuite.errors import EvalsuiteError
+from evalsuite.metrics.bootstrap import independence_note
 from evalsuite.metrics.segmentation import ConfusionScorer, has_confusion_form
 from evalsuite.metrics.significance import (ALPHA, PairedResult, has_item_form, higher_is_better, holm,
                                             mcnemar_exact, paired_bootstrap, paired_scores, rank_intervals,
@@ -105,7 +107,7 @@ def compare_models(table: WideTable, out_dir: Path, a: str, b: str, source: str,
     if not shared:
         raise EvalsuiteError(f"models '{a}' and '{b}' share no task in {source} (with the filters given); "
                              "run both on the same task")
-    loader, compared = _Loader(out_dir), []
+    loader, compared, notes = _Loader(out_dir), [], []
     for task in shared:
         metric = table.metrics[task]
         if not (has_item_form(metric) or has_confusion_form(metric)):
@@ -118,10 +120,12 @@ def compare_models(table: WideTable, out_dir: Path, a: str, b: str, source: str,
                                  f"vs {len(second.labels)} items, or other labels or clusters): their runs used "
                                  f"different data; rerun both on the same data or {_LEAVE_OUT}")
         compared.append(_compare_task(task, metric, first, second, draws, seed))
+        if first.clusters is None:  # McNemar or an item bootstrap: both assume independent test items
+            notes.append(f"{task}: {independence_note(first.unit, None, len(first.labels))}")
     adjusted = holm([c.result.p_value for c in compared])
     compared = [replace(c, p_holm=float(p), verdict=_verdict(c.result, float(p), c.metric, a, b))
                 for c, p in zip(compared, adjusted)]
-    return Comparison(a=a, b=b, tasks=compared)
+    return Comparison(a=a, b=b, tasks=compared, notes=notes)
 
 
 def _compare_task(task: str, metric: str, a: CellPredictions, b: CellPredictions, draws: int,
@@ -170,7 +174,7 @@ def _p(value: float) -> str:
 def add_rank_intervals(table: WideTable, out_dir: Path, draws: int = 1000, seed: int = 0) -> WideTable:
     """The table with each cell's 95 % bootstrap rank interval, on tasks where every ranked model has stored
     predictions for the same test items; other tasks get a note instead."""
-    loader, skipped = _Loader(out_dir), []
+    loader, skipped, unclustered = _Loader(out_dir), [], []
     for task in table.tasks:
         ranked = [row for row in table.rows if task in row.cells]
         if len(ranked) < 2 or not (has_item_form(table.metrics[task]) or has_confusion_form(table.metrics[task])):
@@ -184,10 +188,15 @@ def add_rank_intervals(table: WideTable, out_dir: Path, draws: int = 1000, seed:
         if not all(_same_items(reference, other) for other in loaded.values()):
             skipped.append(task)
             continue
+        if reference.clusters is None:
+            unclustered.append(task)
         intervals = _rank_intervals(loaded, reference, table.metrics[task], draws, seed)
         for row in ranked:  # fewer than two clusters: (nan, nan), no interval to show
             if not np.isnan(intervals[row.model][0]):
                 row.cells[task] = replace(row.cells[task], rank_interval=intervals[row.model])
+    if unclustered:
+        table.notes.append(f"rank intervals of {', '.join(unclustered)} treat the test items as independent (no "
+                           "patient or slide ids known); items of one slide are correlated, so they may be too narrow")
     if skipped:
         table.notes.append(f"no rank intervals for {', '.join(skipped)}: a run there has no stored test predictions "
                            "(made before they were stored, or of a task kind that stores none) or other test items; "

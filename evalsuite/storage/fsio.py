@@ -22,11 +22,14 @@ _EXPLAINED = {
     errno.EDQUOT: ("disk quota exceeded", _MORE_ROOM),
     errno.EROFS: ("read-only file system", "pass an --out folder on a writable file system"),
     errno.EACCES: ("permission denied", "make it writable for this user or pass another --out"),
-    errno.EPERM: ("operation not permitted", "make it writable for this user or pass another --out"),
+    errno.EPERM: ("operation not permitted (for root: an immutable or append-only file, see lsattr)",
+                  "make it writable for this user or pass another --out"),
     errno.ENOTDIR: ("a part of the path is a file, not a folder", "move that file aside or pass another --out"),
     errno.EEXIST: ("a file is in the way of a folder", _MOVE_ASIDE),
     errno.EISDIR: ("it is a folder, not a file", _MOVE_ASIDE),
+    errno.ENAMETOOLONG: ("the path or one of its names is too long", "pass a shorter path"),
 }
+NAME_MAX_BYTES, PATH_MAX_BYTES = 255, 4096  # Linux's limits (ext4, xfs, NFS, Lustre): one name, a whole path
 # A read refused for permissions needs read access, not a writable --out.
 _READ_FIXES = {
     errno.EACCES: "make it readable for this user (chmod u+r) or run as its owner",
@@ -34,21 +37,23 @@ _READ_FIXES = {
 }
 
 
-def fs_error(action: str, path, exc: OSError) -> EvalsuiteError:
-    """`cannot ACTION PATH: what went wrong; what to do`."""
+def fs_error(action: str, path, exc: OSError, flag: str = "--out") -> EvalsuiteError:
+    """`cannot ACTION PATH: what went wrong; what to do`; `flag`: the option that named the path."""
     reason, fix = _EXPLAINED.get(exc.errno, (exc.strerror or str(exc), "check the file system holding --out"))
     if action.startswith("read"):
         fix = _READ_FIXES.get(exc.errno, fix)
+    if flag != "--out":  # e.g. --plot: pointing at --out would send the user to the wrong option
+        fix = fix.replace("an --out folder", f"a {flag} path").replace("--out", flag)
     return EvalsuiteError(f"cannot {action} {path}: {reason}; {fix}")
 
 
 @contextlib.contextmanager
-def fs_errors(action: str, path):
+def fs_errors(action: str, path, flag: str = "--out"):
     """Turn an OSError raised in the block into a one-line EvalsuiteError about `path`."""
     try:
         yield
     except OSError as exc:
-        raise fs_error(action, path, exc) from None
+        raise fs_error(action, path, exc, flag) from None
 
 
 @contextlib.contextmanager
@@ -64,7 +69,10 @@ def staged(path: Path, action: str | None = None):
         with fs_errors(action, path) if action else contextlib.nullcontext():
             os.replace(staging, path)
     finally:
-        discard(staging)
+        # Best effort: on a file system that turned read-only the unlink fails too, and its EROFS must not replace
+        # the one-line error being raised (a later run removes the temp file, reporting.commit).
+        with contextlib.suppress(OSError):
+            discard(staging)
 
 
 def write_atomically(path: Path, data: bytes) -> None:
@@ -117,6 +125,26 @@ def fsync_dir(folder: Path) -> None:
         os.close(descriptor)
 
 
+def check_path_length(path, flag: str, room_bytes: int = 0) -> None:
+    """One line for a path the kernel would refuse with ENAMETOOLONG, before any stat() of it raises; `room_bytes`
+    are kept for the names a folder's files add (cache keys, run ids, temp suffixes)."""
+    encoded = os.fsencode(os.path.abspath(path))
+    longest = max(encoded.split(b"/"), key=len)
+    if len(longest) > NAME_MAX_BYTES:
+        name = os.fsdecode(longest)
+        raise EvalsuiteError(f"{flag} {_shortened(str(path))}: the name '{name[:24]}...' is {len(longest)} bytes, over "
+                             f"the file system's {NAME_MAX_BYTES} (NAME_MAX); pass a shorter {flag}")
+    limit = PATH_MAX_BYTES - 1 - room_bytes
+    if len(encoded) > limit:
+        room = f", less {room_bytes} for the files under it" if room_bytes else ""
+        raise EvalsuiteError(f"{flag} {_shortened(str(path))}: the path is {len(encoded)} bytes, over the "
+                             f"{limit} allowed (PATH_MAX {PATH_MAX_BYTES - 1}{room}); pass a shorter {flag}")
+
+
+def _shortened(text: str, keep: int = 60) -> str:
+    return text if len(text) <= keep else f"{text[:keep]}..."
+
+
 def check_out_folder(out: Path, subfolders=("cache", "runs")) -> None:
     """--out is a folder, or can be created, and this process can write in it: checked before any work.
 
@@ -140,9 +168,20 @@ def check_out_folder(out: Path, subfolders=("cache", "runs")) -> None:
             _check_writable(sub, "write in")
 
 
-def _check_writable(folder: Path, action: str) -> None:
+def check_file_destination(path: Path, flag: str) -> None:
+    """The folder `path` goes into exists and takes files, or can be created: checked before other files are
+    written. Nothing is created."""
+    existing = Path(path).parent
+    while not existing.exists() and existing != existing.parent:
+        existing = existing.parent
+    if not existing.is_dir():
+        raise EvalsuiteError(f"{flag} {path}: {existing} is a file, not a folder; pass another {flag}")
+    _check_writable(existing, "write in", flag)
+
+
+def _check_writable(folder: Path, action: str, flag: str = "--out") -> None:
     # Creating a file is the only test that sees ACLs, root squash and read-only mounts alike.
     probe = folder / f".evalsuite-write-check-{os.getpid()}"
-    with fs_errors(action, folder):
+    with fs_errors(action, folder, flag):
         os.close(os.open(probe, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600))
         os.unlink(probe)

@@ -1,6 +1,7 @@
 """PCam: camelyonpatch_level_2_split_{train,valid,test}_{x,y}.h5, one lazy HDF5 handle per process."""
 
 import collections
+import json
 import multiprocessing
 import os
 import pickle
@@ -9,12 +10,14 @@ import h5py
 import numpy as np
 import pytest
 import torch
-from conftest import assert_one_line_error, make_pcam, pcam_name, run_card, run_cli
+from conftest import assert_one_line_error, make_pcam, make_pcam_meta, pcam_name, run_card, run_cli
 from torchvision import transforms as T
 
 from evalsuite.errors import EvalsuiteError
+from evalsuite.metrics.bootstrap import bootstrap_intervals
 from evalsuite.readers import pcam
 from evalsuite.readers.pcam import PcamReader
+from evalsuite.reporting.predictions import load_predictions
 from evalsuite.tasks.cards import load_card
 
 
@@ -135,3 +138,130 @@ def test_labels_come_from_y_and_counts_are_checked(tmp_path):
 @pytest.mark.slow
 def test_pcam_card_end_to_end(tmp_path):
     run_card("pcam", make_pcam(tmp_path / "data"), tmp_path / "out", {"train": 8, "val": 4, "test": 4})
+
+
+# ---- the source slide of each tile (camelyonpatch_level_2_split_*_meta.csv) ----
+
+TEST_SLIDES = [f"camelyon16_test_{slide:03d}" for slide in range(6)]
+TILES_PER_SLIDE = 4
+KNN1 = "name: knn1\nprobe: knn\nparams:\n  k: [1]\n"
+
+
+def _write_split(root, split, images, labels):
+    with h5py.File(root / pcam_name(split, "x"), "w") as file:
+        file.create_dataset("x", data=images)
+    with h5py.File(root / pcam_name(split, "y"), "w") as file:
+        file.create_dataset("y", data=np.asarray(labels, np.uint8).reshape(-1, 1, 1, 1))
+
+
+def _correlated_pcam(root):
+    """Test tiles correlated within their slide: each of 6 slides is 4 copies of one image with one label, and the
+    train split holds each slide's image once, labelled right for slides 0-3 and wrong for 4-5, so a 1-NN probe gets
+    whole slides right or wrong (test balanced accuracy 2/3). Returns the test meta CSV's `wsi` column."""
+    make_pcam(root, {"train": 8, "valid": 4, "test": 24})
+    rng = np.random.default_rng(3)
+    slide_images = rng.integers(0, 256, (len(TEST_SLIDES), 96, 96, 3), dtype=np.uint8)
+    slide_labels = np.arange(len(TEST_SLIDES)) % 2
+    _write_split(root, "test", np.repeat(slide_images, TILES_PER_SLIDE, axis=0), np.repeat(slide_labels, 4))
+    train_images = np.concatenate([slide_images, rng.integers(0, 256, (2, 96, 96, 3), dtype=np.uint8)])
+    _write_split(root, "train", train_images, np.r_[slide_labels[:4], 1 - slide_labels[4:], [0, 1]])
+    return list(np.repeat(TEST_SLIDES, TILES_PER_SLIDE))
+
+
+def _run(root, out, recipe, model="test_vit"):
+    return run_cli("run", "--task", "pcam", "--data-root", root, "--no-count-check", "--model", model,
+                   "--random-init", "--num-workers", "0", "--probes", recipe, "--out", out)
+
+
+def _only_record(out):
+    (path,) = (out / "runs").glob("*.json")
+    return json.loads(path.read_text())
+
+
+@pytest.fixture(scope="module")
+def pcam_runs(tmp_path_factory):
+    """1-NN runs on the correlated fixture: `plain` without a meta CSV (test_vit), then `slides` with the test meta
+    CSV (test_vit and test_vit2, for --compare)."""
+    base = tmp_path_factory.mktemp("pcam_slides")
+    root, recipe = base / "data", base / "knn1.yaml"
+    recipe.write_text(KNN1)
+    slides = _correlated_pcam(root)
+    plain = _run(root, base / "plain", recipe)
+    make_pcam_meta(root, "test", slides)
+    runs = [_run(root, base / "slides", recipe, model) for model in ("test_vit", "test_vit2")]
+    for result in [plain, *runs]:
+        assert result.returncode == 0, result.stderr
+    return {"base": base, "slides": slides, "plain": plain, "with_meta": runs[0]}
+
+
+def test_meta_csv_slides_are_the_test_clusters_and_the_interval_resamples_slides(pcam_runs):
+    out = pcam_runs["base"] / "slides"
+    record = next(r for r in map(json.loads, (p.read_text() for p in (out / "runs").glob("*.json")))
+                  if r["model"]["name"] == "test_vit+random-init")
+    (knn,) = record["probes"]
+    assert knn["intervals_95_unit"] == "slide" and "intervals_note" not in record
+    assert knn["metrics"]["test"]["balanced_accuracy"] == pytest.approx(2 / 3)
+    stored = load_predictions(out, record["run_id"])
+    assert stored.cluster_unit == "slide" and stored.clusters.tolist() == pcam_runs["slides"]  # the wsi column
+    # Reference intervals of test balanced accuracy (1000 draws, seed 0): resampling the 6 slides gives
+    # [0.25, 1.0]; resampling the 24 tiles as if independent gives [0.469, 0.857], too narrow for these tiles.
+    per_tile = bootstrap_intervals(stored.labels, stored.probas["knn1/seed0"], seed=0)["balanced_accuracy"]
+    assert per_tile == pytest.approx((0.46875, 0.857142857), abs=1e-6)
+    assert knn["intervals_95"]["test"]["balanced_accuracy"] == pytest.approx([0.25, 1.0])
+    low, high = knn["intervals_95"]["test"]["balanced_accuracy"]
+    assert low < per_tile[0] and high > per_tile[1]
+
+
+def test_compare_on_slide_clusters_uses_the_paired_cluster_bootstrap_not_mcnemar(pcam_runs):
+    result = run_cli("leaderboard", "--out", pcam_runs["base"] / "slides", "--compare", "test_vit+random-init",
+                     "test_vit2+random-init", "--metric", "accuracy")
+    assert result.returncode == 0, result.stderr
+    row = next(line for line in result.stdout.splitlines() if line.startswith("pcam "))
+    # accuracy with one seed each: exact McNemar if the 24 tiles were independent; 6 slides make it the bootstrap.
+    assert row.split()[2:5] == ["24", "6", "slide"] and " bootstrap " in row and "mcnemar" not in row
+    assert "independent" not in result.stderr
+
+
+def test_without_a_meta_csv_the_run_json_and_the_output_say_intervals_assume_independent_tiles(pcam_runs):
+    out = pcam_runs["base"] / "plain"
+    record = _only_record(out)
+    note = ("intervals and paired tests treat the 24 test tiles as independent items (no patient or slide ids "
+            "known); items of one slide are correlated, so they may be too narrow; put "
+            "camelyonpatch_level_2_split_test_meta.csv (PCam's tile-to-slide table) beside the h5 files")
+    assert record["intervals_note"] == note and record["probes"][0]["intervals_95_unit"] == "tile"
+    assert f"note: {note}" in pcam_runs["plain"].stdout.splitlines()
+    shown = run_cli("show", record["run_id"], "--out", out)
+    assert shown.returncode == 0 and f"note      {note}" in shown.stdout.splitlines()
+    assert "intervals_note" not in pcam_runs["with_meta"].stdout and "note:" not in pcam_runs["with_meta"].stdout
+
+
+def test_groups_are_the_wsi_column_per_split_and_none_without_the_meta_csv(tmp_path):
+    root = make_pcam(tmp_path)
+    assert _reader(root).groups("test") is None and _reader(root).interval_unit == "tile"
+    make_pcam_meta(root, "test", ["camelyon16_test_001"] * 2 + ["camelyon16_test_002"] * 2)
+    make_pcam_meta(root, "valid", ["camelyon16_train_normal_033"] * 4)
+    reader = _reader(root)
+    assert reader.interval_unit == "slide" and reader.groups("train") is None
+    assert reader.groups("test") == ["camelyon16_test_001"] * 2 + ["camelyon16_test_002"] * 2
+    assert reader.groups("val") == ["camelyon16_train_normal_033"] * 4
+
+
+def test_a_meta_csv_with_another_row_count_is_one_line_naming_it_and_nothing_is_written(tmp_path):
+    root = make_pcam(tmp_path / "data")
+    meta = make_pcam_meta(root, "test", ["camelyon16_test_001"] * 5)
+    result = run_cli("run", "--task", "pcam", "--data-root", root, "--out", tmp_path / "out", "--no-count-check")
+    assert_one_line_error(result, str(meta), "lists 5 tiles but camelyonpatch_level_2_split_test_x.h5 has 4")
+    assert result.returncode == 2 and not (tmp_path / "out" / "leaderboard.csv").exists()
+
+
+@pytest.mark.parametrize("text, message", [
+    ("coord_y,coord_x,tumor_patch\n1,2,False\n", "has no 'wsi' column"),
+    (",coord_y,coord_x,tumor_patch,center_tumor_patch,wsi\n0,1,2,False,False,\n", "line 2 has no 'wsi' value"),
+])
+def test_a_meta_csv_without_slides_is_one_line_naming_it(tmp_path, text, message):
+    root = make_pcam(tmp_path, {"train": 8, "valid": 4, "test": 1})
+    meta = root / "camelyonpatch_level_2_split_test_meta.csv"
+    meta.write_text(text)
+    with pytest.raises(EvalsuiteError) as error:
+        _reader(root)
+    assert str(meta) in str(error.value) and message in str(error.value) and "\n" not in str(error.value)

@@ -203,3 +203,31 @@ def test_metric_throughput_on_an_older_csv_is_a_clear_error(tmp_path):
     add_model(tmp_path, "new", "t1", [_model(0.9, 1)], headline="accuracy")  # widens the header, value empty
     assert_one_line_error(run_cli("leaderboard", "--out", tmp_path, "--metric", "forward_img_s"),
                           "no run", "forward_img_s value")
+
+
+INDEPENDENT = ("intervals and paired tests treat the 150 test tiles as independent items (no patient or slide ids "
+               "known); items of one slide are correlated, so they may be too narrow")
+
+
+def test_without_clusters_compare_and_rank_intervals_say_they_assume_independent_items(board):
+    compared = run_cli("leaderboard", "--out", board, "--compare", "good", "weak")
+    assert compared.returncode == 0, compared.stderr
+    # t2 is exact McNemar, t1 a bootstrap over single items: both treat the 150 items as independent.
+    assert [line for line in compared.stderr.splitlines() if "independent" in line] == [
+        f"note: t1: {INDEPENDENT}", f"note: t2: {INDEPENDENT}"]
+    table = run_cli("leaderboard", "--out", board)
+    assert table.returncode == 0, table.stderr
+    assert "note: rank intervals of t1, t2 treat the test items as independent (no patient or slide ids known)" \
+        in table.stderr
+
+
+def test_with_clusters_there_is_no_independence_note(tmp_path):
+    slides = [f"slide{i // 10}" for i in range(ITEMS)]  # 15 clusters of 10 items
+    add_model(tmp_path, "good", "t1", [_model(0.95, 1)], headline="accuracy", clusters=slides)
+    add_model(tmp_path, "weak", "t1", [_model(0.4, 3)], headline="accuracy", clusters=slides)
+    compared = run_cli("leaderboard", "--out", tmp_path, "--compare", "good", "weak")
+    assert compared.returncode == 0, compared.stderr
+    row = next(line for line in compared.stdout.splitlines() if line.startswith("t1 "))
+    assert row.split()[2:4] == ["150", "15"] and " bootstrap " in row
+    table = run_cli("leaderboard", "--out", tmp_path)
+    assert "independent" not in compared.stderr + table.stderr and "#1 (1-1)" in table.stdout
