@@ -10,6 +10,9 @@ import sys
 from evalsuite.commands import COMMAND_MODULES
 from evalsuite.errors import EXIT_INTERNAL, EXIT_INTERRUPTED, EvalsuiteError
 
+# Longest name a run puts under --out: runs/.<run id>.<probe>.seed<N>.reliability.png.<pid>.tmp, cache/<key>/...
+OUT_ROOM_BYTES = 256
+
 
 def _parser() -> argparse.ArgumentParser:
     help_text = "show tracebacks instead of one-line errors"
@@ -33,9 +36,19 @@ def _one_line(exc: Exception) -> str:
     return " ".join(line.strip() for line in lines)
 
 
+def _check_paths(args) -> None:
+    from evalsuite.storage.fsio import check_path_length
+
+    # Every command's output paths: an ENAMETOOLONG from a stat() deep inside would be an internal error.
+    for flag, room_bytes in (("out", OUT_ROOM_BYTES), ("plot", 0)):
+        if getattr(args, flag, None):
+            check_path_length(getattr(args, flag), f"--{flag}", room_bytes)
+
+
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     try:
+        _check_paths(args)
         args.handler(args)
     except EvalsuiteError as exc:
         if args.debug:

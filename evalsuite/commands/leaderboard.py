@@ -28,12 +28,16 @@ def add_parser(commands, common) -> None:
 
 
 def main(args) -> None:
+    from evalsuite.reporting.commit import repair_half_commits
     from evalsuite.reporting.compare import add_rank_intervals
     from evalsuite.reporting.leaderboard import LEADERBOARD_FILE, read_rows
-    from evalsuite.reporting.views import markdown_table, text_table, wide_csv_text, write_wide_csv
+    from evalsuite.reporting.views import markdown_table, text_table, wide_csv_text
     from evalsuite.reporting.wide import Filters, build_wide_table
+    from evalsuite.storage.fsio import check_file_destination
 
     source = Path(args.out) / LEADERBOARD_FILE
+    for note in repair_half_commits(args.out):  # rows of a run killed while committing name a run JSON not in place
+        print(f"note: {note}", file=sys.stderr)
     if args.compare:
         _compare(args, source)
         return
@@ -41,7 +45,9 @@ def main(args) -> None:
     table = build_wide_table(read_rows(source), args.split, args.metric, filters, source=str(source))
     if args.split == "test":  # predictions are stored for the test split only
         table = add_rank_intervals(table, args.out)
-    written = [f"wide table: {write_wide_csv(table, args.out)}"]
+    if args.plot:  # before the wide CSV is written: a refused --plot leaves nothing behind
+        check_file_destination(Path(args.plot), "--plot")
+    written = [_write_wide(table, args.out)]
     if args.plot:
         from evalsuite.reporting.heatmap import save_heatmap
 
@@ -52,6 +58,16 @@ def main(args) -> None:
     # Notes and file paths go to stderr so `--format csv > file` stays pure CSV.
     for line in [f"note: {note}" for note in table.notes] + written:
         print(line, file=sys.stderr)
+
+
+def _write_wide(table, out: str) -> str:
+    """Where the wide CSV went, or why not: a read-only results folder still has a table to print."""
+    from evalsuite.reporting.views import WIDE_FILE, write_wide_csv
+
+    try:
+        return f"wide table: {write_wide_csv(table, out)}"
+    except EvalsuiteError as exc:
+        return f"note: {WIDE_FILE} not written ({exc})"
 
 
 def _compare(args, source: Path) -> None:

@@ -119,6 +119,10 @@ def usable_k(k: int, items: int, exclude=None) -> int:
     code shortens the neighbour lists the same way); one line when an item has none at all."""
     sizes = np.unique(np.asarray(exclude), return_counts=True)[1] if exclude is not None and items else [1]
     eligible = items - max(sizes) if items else 0
+    if eligible < 1 and exclude is not None and items:  # "k=1 must be from 1 to 0" would say to lower k
+        raise EvalsuiteError(f"robustness index: all {items} items come from one patient/slide, so none has a "
+                             "neighbour outside its own; it needs items of at least two patients/slides (or drop "
+                             "the card's group)")
     check_k(min(k, max(eligible, 1)), items, exclude)
     return int(min(k, eligible))
 

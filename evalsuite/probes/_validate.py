@@ -17,3 +17,24 @@ def check_features_labels(features, labels, num_classes: int, what: str) -> np.n
         raise EvalsuiteError(f"{what}: label {int(labels.max() if labels.max() >= num_classes else labels.min())} "
                              f"is outside 0..{num_classes - 1}; check the card's classes")
     return labels.astype(np.int64, copy=False)
+
+
+def check_two_classes_per_split(labels_by_split: dict, classes: list, skipped_by_split: dict | None = None) -> None:
+    """Every split holds at least two classes: a probe cannot learn from one, and one scores balanced accuracy
+    1.000 for predicting it. `skipped_by_split`: {split: [{"slide": id, ...}]} left out by --skip-bad-slides,
+    named in the refusal so the user sees what the skip cost."""
+    for split, labels in labels_by_split.items():
+        present = np.unique(np.asarray(labels))
+        if len(present) >= 2:
+            continue
+        names = ", ".join(classes[int(c)] if 0 <= int(c) < len(classes) else str(int(c)) for c in present) or "none"
+        left = f"only class {names} ({len(labels)} items)"
+        skipped = [s.get("slide", "?") for s in (skipped_by_split or {}).get(split, [])]
+        if skipped:
+            shown = ", ".join(map(str, skipped[:5])) + (" ..." if len(skipped) > 5 else "")
+            raise EvalsuiteError(f"refusing to score the {split} split: --skip-bad-slides left out {len(skipped)} "
+                                 f"slide(s) ({shown}) and {left} is left; one class cannot be scored (balanced "
+                                 "accuracy would be 1.000): fix those slides or add slides of the other classes")
+        raise EvalsuiteError(f"the {split} split has {left}; a probe needs at least two classes in every split to "
+                             "be trained and scored: check the card's splits and data (or its manifest's split "
+                             "column)")

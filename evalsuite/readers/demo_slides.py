@@ -34,6 +34,7 @@ every built folder, since the slides are derived copies.
 
 import csv
 import dataclasses
+import errno
 import io
 import os
 import shutil
@@ -66,6 +67,7 @@ TIFF_JPEG, TIFF_YCBCR, YCBCR_SUBSAMPLING_TAG = 7, 6, 530  # TIFF tag values and 
 CSV_COLUMNS = ("slide_path", "label", "split", "patient", "mpp")
 IMAGES = {"stroma": ("hgsc_stromal", "hgsc_stromal_he.jpg"), "nest": ("hgsc_nest", "hgsc_nest.jpg")}
 NEST_TYPE_MASK = ("hgsc_nest", "hgsc_nest_type_mask.npz")
+BUILD_MB = 30  # the built slides take 28 MB (v3)
 
 
 def data_home() -> Path:
@@ -84,9 +86,17 @@ def demo_slides_folder() -> Path:
                 _remove_stale_builds(folder)
                 build_demo_slides(folder)
     except OSError as exc:
-        raise EvalsuiteError(f"cannot build the demo slides in {folder}: {exc.strerror or exc}; set "
-                             f"EVALSUITE_DATA_HOME to a writable folder") from None
+        raise _build_error(folder, exc) from None
     return folder
+
+
+def _build_error(folder: Path, exc: OSError) -> EvalsuiteError:
+    if exc.errno in (errno.ENOSPC, errno.EDQUOT):  # a writable folder would not help: the disk is full
+        return EvalsuiteError(f"cannot build the demo slides in {folder}: {exc.strerror} (the build needs about "
+                              f"{BUILD_MB} MB there); free space on that disk or set EVALSUITE_DATA_HOME to a folder "
+                              "on a disk with room")
+    return EvalsuiteError(f"cannot build the demo slides in {folder}: {exc.strerror or exc}; set "
+                          f"EVALSUITE_DATA_HOME to a writable folder")
 
 
 def _remove_stale_builds(folder: Path) -> None:

@@ -23,7 +23,7 @@ def save_heatmap(table: WideTable, path: Path) -> Path:
     _label_axes(axes, table)
     figure.colorbar(image, ax=axes, shrink=0.8).set_label(_metric_label(table))
     path = Path(path)
-    with fs_errors("write the heatmap", path):
+    with fs_errors("write the heatmap", path, "--plot"):
         path.parent.mkdir(parents=True, exist_ok=True)
         with staged(path) as staging:  # a full disk leaves no half-written image
             try:

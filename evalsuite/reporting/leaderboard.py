@@ -44,6 +44,12 @@ def check_appendable(path: Path) -> None:
         header, _ = _header_and_complete_bytes(path)
     if header is not None:
         _check_columns(path, header, fix=_FOREIGN_FIX)
+    # The files the append opens, opened now (neither is created): an immutable CSV (chattr +i) or a lock file that
+    # is a folder refuses in seconds, not after hours of extraction and probes.
+    for target, action in ((path, "append to"), (lock_path(path), "lock")):
+        if os.path.lexists(target):
+            with fs_errors(action, target):
+                os.close(os.open(target, os.O_WRONLY | os.O_APPEND))
 
 
 def append_rows(path: Path, rows: list[dict]) -> None:
@@ -53,17 +59,42 @@ def append_rows(path: Path, rows: list[dict]) -> None:
     path = Path(path)
     with fs_errors("append to", path):
         path.parent.mkdir(parents=True, exist_ok=True)
-        with exclusive_lock(path.with_name(path.name + ".lock")):  # the CSV may be replaced when widened
-            header, complete_bytes = _header_and_complete_bytes(path)
-            if header is None:
-                _append_bytes(path, _render(rows, COLUMNS, with_header=True), keep_bytes=0)
-                return
-            _check_columns(path, header, fix=_FOREIGN_FIX)
-            widened = header + [c for c in COLUMNS if c not in header]
-            if widened != header:
-                _rewrite_with_header(path, widened, complete_bytes, _render(rows, widened, with_header=False))
-            else:
-                _append_bytes(path, _render(rows, header, with_header=False), keep_bytes=complete_bytes)
+    with leaderboard_lock(path):
+        append_rows_locked(path, rows)
+
+
+def leaderboard_lock(path: Path):
+    """The appenders' lock, a separate file because the CSV may be replaced when widened."""
+    return exclusive_lock(lock_path(path), "lock")
+
+
+def lock_path(path: Path) -> Path:
+    return Path(path).with_name(Path(path).name + ".lock")
+
+
+def append_rows_locked(path: Path, rows: list[dict]) -> None:
+    """`append_rows` for a caller that holds `leaderboard_lock(path)`."""
+    with fs_errors("append to", path):
+        header, complete_bytes = _header_and_complete_bytes(path)
+        if header is None:
+            _append_bytes(path, _render(rows, COLUMNS, with_header=True), keep_bytes=0)
+            return
+        _check_columns(path, header, fix=_FOREIGN_FIX)
+        widened = header + [c for c in COLUMNS if c not in header]
+        if widened != header:
+            _rewrite_with_header(path, widened, complete_bytes, _render(rows, widened, with_header=False))
+        else:
+            _append_bytes(path, _render(rows, header, with_header=False), keep_bytes=complete_bytes)
+
+
+def run_ids(path: Path) -> set:
+    """The run ids the leaderboard's complete lines name (empty without a file); a foreign file is an error."""
+    text = _complete_lines(path) if Path(path).exists() else ""
+    reader = csv.DictReader(io.StringIO(text))
+    if not text.strip():
+        return set()
+    _check_columns(Path(path), reader.fieldnames or [], fix=_FOREIGN_FIX)
+    return {row.get("run_id") for row in reader}
 
 
 def _header_and_complete_bytes(path: Path) -> tuple[list[str] | None, int]:
@@ -77,7 +108,7 @@ def _header_and_complete_bytes(path: Path) -> tuple[list[str] | None, int]:
         complete_bytes = _complete_bytes(handle.fileno())
         if complete_bytes == 0:
             return None, 0
-        first_line = handle.readline().decode("utf-8", errors="replace")
+        first_line = handle.readline().decode("utf-8-sig", errors="replace")  # Excel saves a BOM before the header
     return next(csv.reader([first_line])), complete_bytes
 
 
@@ -104,7 +135,7 @@ def _rewrite_with_header(path: Path, header: list[str], complete_bytes: int, new
 
     Readers see the old file or the new one; a failure (a full disk) leaves the old one and no temp file."""
     with open(path, "rb") as handle:
-        old_text = handle.read(complete_bytes).decode("utf-8", errors="surrogateescape")
+        old_text = handle.read(complete_bytes).decode("utf-8-sig", errors="surrogateescape")
     old_rows = csv.DictReader(io.StringIO(old_text, newline=""))
     text = io.StringIO(newline="")
     writer = csv.DictWriter(text, fieldnames=header, restval="", lineterminator="\n")
@@ -174,7 +205,7 @@ def _complete_lines(path: Path) -> str:
     if not path.is_file():
         raise EvalsuiteError(f"no leaderboard at {path}; run `evalsuite run` first or pass --out DIR")
     try:
-        text = path.read_text(encoding="utf-8")
+        text = path.read_text(encoding="utf-8-sig")  # a BOM (Excel) is not part of the first column's name
     except UnicodeDecodeError:
         raise EvalsuiteError(f"{path} is not a text CSV; pass the --out folder of an evalsuite run") from None
     if not text.strip():

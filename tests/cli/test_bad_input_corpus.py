@@ -202,3 +202,141 @@ def test_show_prints_a_run_json_holding_nulls(tmp_path, changes, expected):
     result = run_cli("show", "20260101", "--out", tmp_path)
     assert result.returncode == 0, result.stderr
     assert any(line.startswith(expected) for line in result.stdout.splitlines()), result.stdout
+
+
+@pytest.mark.parametrize("command", [["run", "--task", "demo"], ["leaderboard"], ["show", "x"], ["cache", "ls"]],
+                         ids=["run", "leaderboard", "show", "cache"])
+@pytest.mark.parametrize("too_long", ["name", "path"])
+def test_out_over_name_max_or_path_max_is_one_line(tmp_path, command, too_long):
+    """Before: `OSError: [Errno 36] File name too long` from a stat(), an internal error (exit 1)."""
+    out = tmp_path / ("n" * 256) if too_long == "name" else tmp_path.joinpath(*["p" * 200] * 21)  # 4221 bytes
+    result = run_cli(*command, "--out", out, timeout=120)
+    assert result.returncode == 2
+    expected = ("is 256 bytes, over the file system's 255 (NAME_MAX)" if too_long == "name" else
+                "PATH_MAX 4095, less 256 for the files under it); pass a shorter --out")
+    assert_one_line_error(result, "--out", expected)
+
+
+def test_leaderboard_saved_with_a_bom_is_read(tmp_path):
+    """Excel saves UTF-8 with a BOM; it was read into the first column's name: "missing columns: schema"."""
+    from evalsuite.reporting.leaderboard import COLUMNS
+
+    row = {"schema": "5", "run_id": "r1", "timestamp_utc": "2026-01-01T00:00:00+00:00", "task": "crc",
+           "model": "m", "probe": "knn", "split": "test", "metric": "balanced_accuracy", "value": "0.750000",
+           "seed": "0", "headline_metric": "balanced_accuracy"}
+    text = ",".join(COLUMNS) + "\r\n" + ",".join(row.get(c, "") for c in COLUMNS) + "\r\n"
+    (tmp_path / "leaderboard.csv").write_bytes(b"\xef\xbb\xbf" + text.encode())
+    result = run_cli("leaderboard", "--out", tmp_path)
+    assert result.returncode == 0, result.stderr
+    assert "0.7500" in result.stdout
+
+
+# ---- issue 24: a split that cannot support its metrics ------------------------------------------------------------
+
+TINY_MODEL = ["--model", "test_vit", "--random-init", "--num-workers", "0", "--precision", "fp32"]
+TILE_CARD = """name: tiny_tiles
+kind: classification
+reader: {{name: tile_csv, args: {{manifest: tiles.csv}}}}
+classes: [left, right]
+splits: [train, val, test]
+selection_metric: balanced_accuracy
+probes: [knn]
+data_root: {root}
+"""
+
+
+def _tile_cohort(root, labels: dict, patients=None, group=False):
+    """PNG tiles listed in tiles.csv: `labels` = {split: [label, ...]}; `patients`: {split: [patient, ...]}."""
+    from conftest import write_image
+
+    rows = []
+    for split, split_labels in labels.items():
+        for index, label in enumerate(split_labels):
+            name = f"{split}_{index}.png"
+            write_image(root / name, size=(16, 16), seed=len(rows))
+            row = {"image_path": name, "label": label, "split": split, "site": "ab"[index % 2]}
+            if patients:
+                row["patient"] = patients[split][index]
+            rows.append(row)
+    columns = list(rows[0])
+    (root / "tiles.csv").write_text("\n".join([",".join(columns)] + [",".join(r[c] for c in columns) for r in rows])
+                                    + "\n")
+    card = root / "card.yaml"
+    card.write_text(TILE_CARD.format(root=root) + ("group: site\n" if group else ""))
+    return card
+
+
+def test_a_train_split_with_one_class_is_refused(tmp_path):
+    """Before: a degenerate kNN probe (every prediction 'left') went onto the leaderboard with exit 0."""
+    card = _tile_cohort(tmp_path, {"train": ["left"] * 4, "val": ["left", "right"], "test": ["left", "right"] * 2})
+    result = run_cli("run", "--task", card, *TINY_MODEL, "--out", tmp_path / "out")
+    assert result.returncode == 2
+    assert_one_line_error(result, "the train split has only class left (4 items)", "at least two classes")
+    assert not leaderboard_rows(tmp_path / "out")
+
+
+def test_group_index_on_test_tiles_of_one_patient_says_so(tmp_path):
+    """Before: "robustness index: k=1 must be an integer from 1 to 0", which sends the user to lower k."""
+    labels = {"train": ["left", "right"] * 2, "val": ["left", "right"], "test": ["left", "right"] * 2}
+    patients = {"train": ["p1", "p2", "p3", "p4"], "val": ["p5", "p6"], "test": ["p0"] * 4}
+    card = _tile_cohort(tmp_path, labels, patients, group=True)
+    result = run_cli("run", "--task", card, *TINY_MODEL, "--out", tmp_path / "out")
+    assert result.returncode == 2
+    assert_one_line_error(result, "all 4 items come from one patient/slide", "at least two patients/slides")
+    assert not (tmp_path / "out").exists()  # refused before any extraction
+
+
+SLIDE_CARD = """name: tiny_slides
+kind: slide
+reader: {{name: slide_csv, args: {{manifest: slides.csv}}}}
+classes: [stroma, tumour]
+splits: [train, val, test]
+tiling: {{target_mpp: 0.5, tile_size_px: 224, min_tissue_fraction: 0.5}}
+selection_metric: balanced_accuracy
+probes: [meanpool]
+data_root: {root}
+"""
+
+
+def _slide_cohort(root, per_split: dict, missing=()):
+    """Demo slides: `per_split` = {split: {label: count}}; `missing` rows name slide files that do not exist."""
+    import csv
+    import shutil
+
+    from evalsuite.readers.demo_slides import demo_slides_folder
+
+    demo = demo_slides_folder()
+    with open(demo / "slides.csv", newline="") as handle:
+        demo_rows = list(csv.DictReader(handle))
+    rows = []
+    for split, counts in per_split.items():
+        for label, count in counts.items():
+            for row in [r for r in demo_rows if r["split"] == split and r["label"] == label][:count]:
+                shutil.copyfile(demo / row["slide_path"], root / row["slide_path"])
+                rows.append([row["slide_path"], label, split])
+    rows += [[name, label, split] for name, label, split in missing]
+    (root / "slides.csv").write_text("\n".join(["slide_path,label,split"] + [",".join(r) for r in rows]) + "\n")
+    card = root / "card.yaml"
+    card.write_text(SLIDE_CARD.format(root=root))
+    return card
+
+
+def test_a_three_slide_cohort_is_refused(tmp_path):
+    """One slide per split: before, balanced accuracy 1.000 on a one-slide test split, exit 0."""
+    card = _slide_cohort(tmp_path, {"train": {"stroma": 1}, "val": {"tumour": 1}, "test": {"tumour": 1}})
+    result = run_cli("run", "--task", card, *TINY_MODEL, "--out", tmp_path / "out")
+    assert result.returncode == 2
+    assert_one_line_error(result, "the train split has only class stroma (1 items)")
+    assert not leaderboard_rows(tmp_path / "out")
+
+
+def test_skip_bad_slides_leaving_a_test_split_with_one_class_is_refused_naming_the_skipped(tmp_path):
+    """Both tumour test slides skipped: before, test balanced accuracy 1.000 with nothing said and exit 0."""
+    missing = [("gone_1.svs", "tumour", "test"), ("gone_2.svs", "tumour", "test")]
+    card = _slide_cohort(tmp_path, {"train": {"stroma": 2, "tumour": 2}, "val": {"stroma": 1, "tumour": 1},
+                                    "test": {"stroma": 2}}, missing)
+    result = run_cli("run", "--task", card, *TINY_MODEL, "--skip-bad-slides", "--out", tmp_path / "out")
+    assert result.returncode == 2
+    assert_one_line_error(result, "refusing to score the test split: --skip-bad-slides left out 2 slide(s) "
+                          "(gone_1, gone_2) and only class stroma (2 items) is left")
+    assert not leaderboard_rows(tmp_path / "out")

@@ -147,5 +147,6 @@ def test_usable_k_lowers_k_to_the_fewest_neighbours_outside_an_items_cluster():
     assert usable_k(11, 100) == 11
     assert usable_k(11, 8) == 7  # each of 8 items has 7 others
     assert usable_k(11, 8, exclude=["a"] * 5 + ["b"] * 3) == 3  # patient a's items have 3 others
-    with pytest.raises(EvalsuiteError, match="k=1 must be an integer from 1 to 0"):
+    # Issue 24: was "k=1 must be an integer from 1 to 0", which sends the user to lower k.
+    with pytest.raises(EvalsuiteError, match="all 4 items come from one patient/slide, so none has a neighbour"):
         usable_k(11, 4, exclude=["a"] * 4)
