@@ -12,7 +12,7 @@ import numpy as np
 
 from evalsuite.config import RunConfig
 from evalsuite.features.prepare import prepare_features, used_precision
-from evalsuite.metrics.bootstrap import interval_clusters
+from evalsuite.metrics.bootstrap import independence_note, interval_clusters
 from evalsuite.metrics.group_robustness import DEFAULT_K as GROUP_K
 from evalsuite.metrics.group_robustness import METRIC as GROUP_METRIC
 from evalsuite.metrics.group_robustness import group_robustness, usable_k
@@ -86,6 +86,9 @@ def _run(config: RunConfig, dist, device) -> dict | None:
                        "shape_probe_forwards": features.shape_probe_forwards}
     record["distributed"] = {"world_size": dist.world_size, "samples_extracted_per_rank": extracted_per_rank}
     record["throughput"] = features.throughput
+    note = independence_note(*test_clusters, len(split_data["test"][1]), reader.clusters_fix)
+    if note and any(result.get("intervals_95") for result in probe_results):  # no clusters: say what that assumes
+        record["intervals_note"] = note
     if features.slides:  # slide tasks: slides and tiles per split, and any slide left out with its reason
         record["slides"] = features.slides
     split_sizes = {split: len(labels) for split, (_, labels) in split_data.items()}

@@ -55,6 +55,8 @@ def main(args) -> None:
         body = [[result["probe"], result["seed"], split] + [f"{metrics[name]:.4f}" for name in metric_names]
                 for split, metrics in result["metrics"].items()]
         print(format_table(["probe", "seed", "split", *metric_names], body))
+    if record.get("intervals_note"):
+        print(f"note: {record['intervals_note']}")
     print(f"results: {record['results_path']}")
     for plot in record.get("plots", []):
         print(f"reliability diagram: {plot}")
