@@ -92,12 +92,17 @@ def _pixel_limit(max_pixels):
         Image.MAX_IMAGE_PIXELS = saved
 
 
-def open_rgb(path: Path, max_pixels=Image.MAX_IMAGE_PIXELS, preprocess=None) -> Image.Image:
-    """Decode an image file to RGB and apply `preprocess`; an unreadable or corrupt file is an error naming it."""
+UNREADABLE_REMEDY = "re-download or replace the file, or remove it and pass --no-count-check"
+
+
+def open_rgb(path: Path, max_pixels=Image.MAX_IMAGE_PIXELS, preprocess=None,
+             remedy: str = UNREADABLE_REMEDY) -> Image.Image:
+    """Decode an image file to RGB and apply `preprocess`; an unreadable or corrupt file is an error naming it and
+    `remedy` (what the reader's user can do: a listed file is removed from its list, not by a count flag)."""
     # Pillow warns (e.g. "Corrupt EXIF data") on stderr per file; the error below, if any, says it once.
     with warnings.catch_warnings(), _pixel_limit(max_pixels):
         warnings.simplefilter("ignore", UserWarning)
-        image = _decode_rgb(path)
+        image = _decode_rgb(path, remedy)
         if preprocess is None:
             return image
         try:
@@ -106,7 +111,7 @@ def open_rgb(path: Path, max_pixels=Image.MAX_IMAGE_PIXELS, preprocess=None) -> 
             raise EvalsuiteError(f"cannot preprocess image {path}: {exc}") from None
 
 
-def _decode_rgb(path: Path) -> Image.Image:
+def _decode_rgb(path: Path, remedy: str) -> Image.Image:
     try:
         with Image.open(path) as image:
             return image.convert("RGB")
@@ -114,5 +119,4 @@ def _decode_rgb(path: Path) -> Image.Image:
         raise EvalsuiteError(f"missing image {path}; the file list changed since the task was read") from None
     except (OSError, SyntaxError, ValueError, Image.DecompressionBombError) as exc:
         reason = " ".join(str(exc).split())
-        raise EvalsuiteError(f"cannot read image {path} ({reason}); re-download or replace the file, "
-                             f"or remove it and pass --no-count-check") from None
+        raise EvalsuiteError(f"cannot read image {path} ({reason}); {remedy}") from None

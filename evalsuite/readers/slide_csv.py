@@ -2,6 +2,7 @@
 
 from evalsuite.readers.slide_manifest import (
     assign_splits,
+    check_events,
     check_patients_in_one_split,
     read_manifest_rows,
     records_from_rows,
@@ -22,4 +23,6 @@ class SlideCsvReader(SlideReader):
         parsed = records_from_rows(rows, self.manifest_path, self.data_root, self.card.classes, self.survival)
         records = assign_splits(parsed, self.folds, self.test_fold, self.val_fraction, self.seed)
         check_patients_in_one_split(records, self.manifest_path)
+        if self.survival:
+            check_events(records, self.manifest_path)
         return records

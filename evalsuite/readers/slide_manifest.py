@@ -8,9 +8,11 @@ Columns (header row, comma-separated, UTF-8):
   the slide is its own patient), `slide_id` (default: the file name without extension) and `mpp`
   (this slide's microns per pixel, overriding its metadata and the card's `tiling.mpp`).
 
-Without a `split` column, patients are dealt into `folds` seeded folds and fold `test_fold` is
-the test split. Without val slides, val is carved from train by patient (readers/splits.py:
-class-stratified for classification, event-stratified for survival).
+Without a `split` column (or with an empty one), patients are dealt into `folds` seeded folds and
+fold `test_fold` is the test split; a column filled for some rows only is an error. Without val
+slides, val is carved from train by patient (readers/splits.py: class-stratified for
+classification, event-stratified for survival). One slide file under two rows (two ids, a link or
+a copy: readers/slide_identity.py) is an error, as is a survival split without an observed event.
 """
 
 import csv
@@ -20,6 +22,7 @@ from pathlib import Path
 import numpy as np
 
 from evalsuite.errors import EvalsuiteError
+from evalsuite.readers.slide_identity import first_same_file
 from evalsuite.readers.splits import carve_val
 
 SPLITS = ("train", "val", "test")
@@ -41,14 +44,19 @@ def read_manifest_rows(path: Path, required: tuple) -> list[dict]:
                              f"{', '.join(required)} (docs/slides.md) or pass --data-root")
     try:
         with open(path, newline="", encoding="utf-8-sig") as handle:
-            rows = list(csv.DictReader(handle))
+            reader = csv.DictReader(handle)
+            rows, columns = list(reader), set(reader.fieldnames or ())
     except (OSError, UnicodeDecodeError, csv.Error) as exc:
         raise EvalsuiteError(f"slide manifest {path} is unreadable ({exc}); it must be a UTF-8 CSV") from None
-    columns = set(rows[0]) if rows else set()
+    if not columns:
+        raise EvalsuiteError(f"slide manifest {path} is empty; write a header row ({', '.join(required)}) and one "
+                             "row per slide (docs/slides.md)")
     missing = [c for c in required if c not in columns]
     if missing:
         raise EvalsuiteError(f"slide manifest {path} has no column {', '.join(missing)}; it needs "
                              f"{', '.join(required)} (docs/slides.md)")
+    if not rows:
+        raise EvalsuiteError(f"slide manifest {path} lists no slides (a header and no rows); add one row per slide")
     return rows
 
 
@@ -86,23 +94,58 @@ def parse_mpp(text: str | None, line: int, path: Path) -> float | None:
 
 def records_from_rows(rows: list[dict], path: Path, root: Path, classes: list, survival: bool) -> list[dict]:
     """Parsed rows (split may be None): every field checked, one line per problem."""
-    parsed, seen = [], set()
+    parsed, line_of_id = [], {}
     for line, row in enumerate(rows, start=2):
         slide_path = (row.get("slide_path") or "").strip()
         if not slide_path:
             raise EvalsuiteError(f"slide manifest {path} line {line}: empty slide_path")
         full = Path(slide_path) if Path(slide_path).is_absolute() else root / slide_path
         slide_id = (row.get("slide_id") or "").strip() or Path(slide_path).stem
-        if slide_id in seen:
-            raise EvalsuiteError(f"slide manifest {path} line {line}: slide '{slide_id}' is listed twice")
-        seen.add(slide_id)
+        if slide_id in line_of_id:
+            raise _duplicate_id(path, line, row, parsed[line_of_id[slide_id] - 2], line_of_id[slide_id], full)
+        line_of_id[slide_id] = line
         split = (row.get("split") or "").strip() or None
         if split is not None and split not in SPLITS:
             raise EvalsuiteError(f"slide manifest {path} line {line}: split '{split}' must be train, val or test")
         parsed.append({"slide_id": slide_id, "path": full, "target": parse_target(row, line, path, classes, survival),
                        "patient": (row.get("patient") or "").strip() or slide_id, "split": split,
                        "mpp": parse_mpp(row.get("mpp"), line, path)})
+    _check_split_all_or_none(parsed, path)
+    _check_one_row_per_file(parsed, path)
     return parsed
+
+
+def _duplicate_id(path: Path, line: int, row: dict, first: dict, first_line: int, full: Path) -> EvalsuiteError:
+    where = f"slide manifest {path} line {line}"
+    if full.resolve() == first["path"].resolve():
+        return EvalsuiteError(f"{where}: slide file {full} is already listed on line {first_line}; list each slide "
+                              "once")
+    if not (row.get("slide_id") or "").strip():
+        # Two cohorts' folders often reuse file names (siteA/001.svs, siteB/001.svs): the default id is the name.
+        return EvalsuiteError(f"{where}: slide id '{first['slide_id']}' (the file name of {full.name}) is also line "
+                              f"{first_line}'s ({first['path']}); add a slide_id column with an id per slide")
+    return EvalsuiteError(f"{where}: slide_id '{first['slide_id']}' is already line {first_line}'s; slide ids must "
+                          "be unique")
+
+
+def _check_split_all_or_none(parsed: list[dict], path: Path) -> None:
+    """A split column filled for some rows only is refused: dealing folds would override the splits given, and
+    guessing splits for the empty rows could put a patient's slides on both sides."""
+    empty = [p["split"] is None for p in parsed]
+    if any(empty) and not all(empty):
+        line = empty.index(True) + 2
+        raise EvalsuiteError(f"slide manifest {path} line {line}: empty split while other rows have one; give every "
+                             "row a split (train, val or test), or empty the whole column to deal patient folds")
+
+
+def _check_one_row_per_file(parsed: list[dict], path: Path) -> None:
+    same = first_same_file([p["path"] for p in parsed])
+    if same is None:
+        return
+    first, later = parsed[same[0]], parsed[same[1]]
+    raise EvalsuiteError(f"slide manifest {path} line {same[1] + 2}: slide '{later['slide_id']}' ({later['path']}) "
+                         f"names the file of slide '{first['slide_id']}' on line {same[0] + 2} ({same[2]}); one slide "
+                         "under two ids is scored twice or leaks between splits: list each slide file once")
 
 
 def assign_splits(parsed: list[dict], folds: int, test_fold: int, val_fraction: float, seed: int) -> list[SlideRecord]:
@@ -137,3 +180,13 @@ def check_patients_in_one_split(records: list, path: Path, items: str = "slides"
             raise EvalsuiteError(f"{items[:-1]} manifest {path}: patient '{record.patient}' has {items} in {other} "
                                  f"and {record.split}; a patient's {items} must share one split")
     return split_of
+
+
+def check_events(records: list, path: Path) -> None:
+    """Every survival split needs an observed event: train to fit a Cox model, val and test for a concordance index
+    (no event, no comparable pair). Checked on the manifest, before any slide is tiled or extracted."""
+    for split in SPLITS:
+        events = [r.target[1] for r in records if r.split == split]
+        if events and not any(events):
+            raise EvalsuiteError(f"slide manifest {path}: all {len(events)} {split} slides are censored (event 0); "
+                                 f"every split needs an observed event: check the event column or the splits")

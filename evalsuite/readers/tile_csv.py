@@ -31,6 +31,8 @@ class TileCsvReader(FileListReader):
         # check_counts: a user cohort has no official split sizes; accepted for a uniform interface.
         super().__init__(card, preprocess, crop_px)
         self.manifest_path = Path(data_root) / manifest
+        # A listed tile is left out by deleting its row; --no-count-check does nothing here (no official counts).
+        self.unreadable_remedy = f"replace the file, or delete its row from {self.manifest_path}"
         rows, columns = read_tile_rows(self.manifest_path)
         if card.group is not None and card.group not in columns:
             raise EvalsuiteError(f"tile manifest {self.manifest_path} has no column '{card.group}', which task card "

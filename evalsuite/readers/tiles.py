@@ -10,7 +10,7 @@ from PIL import Image
 
 from evalsuite.errors import EvalsuiteError
 from evalsuite.readers.base import LabelledImages, Reader
-from evalsuite.readers.files import open_rgb
+from evalsuite.readers.files import UNREADABLE_REMEDY, open_rgb
 
 PREPROCESS_MODES = ("resize", "center_crop")
 
@@ -44,14 +44,15 @@ class ImageFileDataset(LabelledImages):
     """Items `(transform(preprocess(RGB image)), label)` from a list of image files."""
 
     def __init__(self, paths: list, labels: np.ndarray, transform, preprocess=None,
-                 max_pixels=Image.MAX_IMAGE_PIXELS):
+                 max_pixels=Image.MAX_IMAGE_PIXELS, unreadable_remedy: str = UNREADABLE_REMEDY):
         super().__init__(labels, transform)
         self.paths = list(paths)
         self.preprocess = preprocess
         self.max_pixels = max_pixels
+        self.unreadable_remedy = unreadable_remedy
 
     def image(self, index: int) -> Image.Image:
-        return open_rgb(self.paths[index], self.max_pixels, self.preprocess)
+        return open_rgb(self.paths[index], self.max_pixels, self.preprocess, self.unreadable_remedy)
 
 
 class FileListReader(Reader):
@@ -65,6 +66,7 @@ class FileListReader(Reader):
     """
 
     max_pixels = Image.MAX_IMAGE_PIXELS
+    unreadable_remedy = UNREADABLE_REMEDY  # the hint of a corrupt-image error: what fixes it for this reader
 
     def __init__(self, card, preprocess: str = "resize", crop_px: int | None = None):
         self.card = card
@@ -80,7 +82,7 @@ class FileListReader(Reader):
     def dataset(self, split: str, transform) -> ImageFileDataset:
         self.check_split(split, self.splits)
         paths, labels = self.splits[split]
-        return ImageFileDataset(paths, labels, transform, self.preprocess, self.max_pixels)
+        return ImageFileDataset(paths, labels, transform, self.preprocess, self.max_pixels, self.unreadable_remedy)
 
     def split_from_masks(self, paths: list, labels: np.ndarray, masks: dict, groups=None) -> None:
         """Fill `self.splits` (and `self.split_groups` when `groups` has one cluster id per sample) from boolean

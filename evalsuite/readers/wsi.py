@@ -17,6 +17,8 @@ written by tifffile:
 - Compression, both flavours: JPEG (YCbCr, as tifffile+imagecodecs and Pillow write it), deflate/zlib, LZW and
   none are read; WebP and JPEG 2000 as tifffile writes them (codes 50001, 34712) are refused at open with
   "Unsupported TIFF compression".
+- A path that is not a regular file (a FIFO, a socket, a device) is refused before it is opened: opening a FIFO
+  waits for a writer forever, whatever `--skip-bad-slides` says.
 - A missing file and a text file are both `OpenSlideUnsupportedFormatError` ("Unsupported or missing image
   file"); a truncated file is that or, when the directories survive, `OpenSlideError` ("Cannot hash TIFF tiles:
   Short read ..."). A zeroed level-0 tile opens (only the smallest level is hashed) and fails at its read
@@ -26,6 +28,7 @@ written by tifffile:
 
 import numbers
 import os
+import stat
 import threading
 from collections import OrderedDict
 from pathlib import Path
@@ -150,6 +153,12 @@ def open_slide(path) -> Slide:
     if path.is_dir():
         raise EvalsuiteError(f"slide {path} is a folder, not a slide file; point at the slide file itself")
     with fs_errors("read slide", path):
+        mode = path.stat().st_mode
+    if not stat.S_ISREG(mode):
+        # Opening a FIFO blocks until something writes to it, and a device never ends: refuse before opening.
+        raise EvalsuiteError(f"slide {path} is not a regular file but a {_file_kind(mode)}; point slide_path at the "
+                             "slide file itself")
+    with fs_errors("read slide", path):
         open(path, "rb").close()  # a permission problem is named as such, not as an unsupported format
     try:
         return Slide(path, openslide.OpenSlide(path))
@@ -158,6 +167,12 @@ def open_slide(path) -> Slide:
                              f"truncated); check the copy is complete or convert it to a tiled pyramidal TIFF") from None
     except openslide.OpenSlideError as exc:
         raise damaged_error(path, exc) from None
+
+
+def _file_kind(mode: int) -> str:
+    kinds = ((stat.S_ISFIFO, "FIFO (named pipe)"), (stat.S_ISSOCK, "socket"), (stat.S_ISCHR, "character device"),
+             (stat.S_ISBLK, "block device"))
+    return next((name for test, name in kinds if test(mode)), "special file")
 
 
 class _SlideCache:

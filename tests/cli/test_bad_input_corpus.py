@@ -204,6 +204,59 @@ def test_show_prints_a_run_json_holding_nulls(tmp_path, changes, expected):
     assert any(line.startswith(expected) for line in result.stdout.splitlines()), result.stdout
 
 
+MANIFEST_CARD = """name: corpus_slides
+kind: slide
+reader: {{name: slide_csv, args: {{manifest: slides.csv}}}}
+classes: [neg, pos]
+splits: [train, val, test]
+selection_metric: balanced_accuracy
+probes: [meanpool]
+data_root: {root}
+"""
+
+
+@pytest.mark.parametrize("manifest,fragments,misleading", [
+    ("slide_path,label\n", ["slides.csv lists no slides (a header and no rows)"], "has no column"),
+    ("slide_path,label\nsiteA/001.svs,pos\nsiteB/001.svs,neg\n",
+     ["line 3: slide id '001' (the file name of 001.svs)", "add a slide_id column"], "listed twice"),
+], ids=["header-only", "one-file-name-in-two-site-folders"])
+def test_slide_manifest_messages_point_the_right_way(tmp_path, manifest, fragments, misleading):
+    """Issue 24 item 8: a header-only manifest was 'has no column slide_path, label'; siteA/001.svs and
+    siteB/001.svs were 'listed twice' with no hint to add a slide_id column."""
+    (tmp_path / "slides.csv").write_text(manifest)
+    (tmp_path / "card.yaml").write_text(MANIFEST_CARD.format(root=tmp_path))
+    result = run_cli("run", "--task", tmp_path / "card.yaml", "--model", "test_vit", "--random-init",
+                     "--out", tmp_path / "out", timeout=WATCHDOG_S)
+    assert_one_line_error(result, *fragments)
+    assert result.returncode == 2 and misleading not in result.stderr
+    assert not leaderboard_rows(tmp_path / "out")
+
+
+def test_tile_csv_unreadable_image_says_to_delete_its_row_not_no_count_check(tmp_path):
+    """Issue 24 item 8: tile_csv image errors suggested --no-count-check, which a tile manifest ignores."""
+    import numpy as np
+    from PIL import Image
+
+    from evalsuite.readers import build_reader
+
+    rows = ["image_path,label,split"]
+    for split in ("train", "val", "test"):
+        for label in ("left", "right"):
+            Image.new("RGB", (8, 8), (200, 100, 150)).save(tmp_path / f"{split}_{label}.png")
+            rows.append(f"{split}_{label}.png,{label},{split}")
+    (tmp_path / "test_right.png").write_text("this is a note, not an image\n")
+    (tmp_path / "tiles.csv").write_text("\n".join(rows) + "\n")
+    (tmp_path / "card.yaml").write_text(
+        "name: corpus_tiles\nkind: classification\nreader: {name: tile_csv, args: {manifest: tiles.csv}}\n"
+        f"classes: [left, right]\nsplits: [train, val, test]\nselection_metric: balanced_accuracy\n"
+        f"probes: [knn]\ndata_root: {tmp_path}\n")
+    test = build_reader(load_card(str(tmp_path / "card.yaml"))).dataset("test", np.asarray)
+    with pytest.raises(EvalsuiteError, match=f"cannot read image {tmp_path / 'test_right.png'}") as caught:
+        test[1]
+    assert f"delete its row from {tmp_path / 'tiles.csv'}" in str(caught.value)
+    assert "--no-count-check" not in str(caught.value)
+
+
 @pytest.mark.parametrize("command", [["run", "--task", "demo"], ["leaderboard"], ["show", "x"], ["cache", "ls"]],
                          ids=["run", "leaderboard", "show", "cache"])
 @pytest.mark.parametrize("too_long", ["name", "path"])

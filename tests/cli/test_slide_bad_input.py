@@ -2,15 +2,18 @@
 
 import csv
 import json
+import os
 import shutil
+import subprocess
 
 import numpy as np
 import pytest
-from conftest import assert_one_line_error, leaderboard_rows, run_cli
+from conftest import assert_one_line_error, cache_manifests, leaderboard_rows, run_cli
 
 from evalsuite.readers.demo_slides import demo_slides_folder, write_pyramid_tiff
 
 MODEL = ["--model", "test_vit", "--random-init", "--num-workers", "0"]
+WATCHDOG_S = 300  # these runs take 10-40 s on a loaded 2-core host; a hang is what the timeout catches
 SURVIVAL_CARD = """name: tiny_survival
 kind: survival
 reader: {name: slide_csv, args: {manifest: slides.csv}}
@@ -57,7 +60,10 @@ def _cohort(root, extra_rows=(), survival=False, per_split=(3, 2, 2), slides_a_p
 
 
 def _run(card, out, *extra):
-    return run_cli("run", "--task", card, *MODEL, "--out", out, *extra)
+    try:
+        return run_cli("run", "--task", card, *MODEL, "--out", out, *extra, timeout=WATCHDOG_S)
+    except subprocess.TimeoutExpired:
+        pytest.fail(f"evalsuite run {' '.join(map(str, extra))} did not exit within {WATCHDOG_S} s (hang)")
 
 
 def _assert_refused(result, out, *fragments):
@@ -82,6 +88,54 @@ def test_slide_without_tissue(tmp_path):
     write_pyramid_tiff(tmp_path / "blank.svs", blank, aperio=True)
     card = _cohort(tmp_path, [{"slide_path": "blank.svs", "split": "val", "label": "stroma"}])
     _assert_refused(_run(card, tmp_path / "out"), tmp_path / "out", "blank.svs", "tissue")
+
+
+def test_a_fifo_slide_is_a_one_line_error_not_a_hang(tmp_path):
+    """Issue 24 item 2: a slide_path naming a FIFO was opened unchecked and the run waited for a writer forever."""
+    os.mkfifo(tmp_path / "pipe.svs")
+    card = _cohort(tmp_path, [{"slide_path": "pipe.svs", "split": "test", "label": "tumour"}])
+    _assert_refused(_run(card, tmp_path / "out"), tmp_path / "out", "pipe.svs is not a regular file but a FIFO",
+                    "--skip-bad-slides")
+
+
+@pytest.mark.slow
+def test_a_fifo_slide_is_skipped_with_its_reason(tmp_path):
+    """Issue 24 item 2, with --skip-bad-slides: the FIFO is left out, listed with its reason, and the run goes on."""
+    os.mkfifo(tmp_path / "pipe.svs")
+    card = _cohort(tmp_path, [{"slide_path": "pipe.svs", "split": "val", "label": "tumour"}], per_split=(2, 1, 1))
+    out = tmp_path / "out"
+    result = _run(card, out, "--skip-bad-slides")
+    assert result.returncode == 0, result.stderr
+    record = json.loads(next(out.glob("runs/*.json")).read_text())
+    assert [s["slide"] for s in record["slides"]["val"]["skipped"]] == ["pipe"]
+    assert "is not a regular file but a FIFO" in record["slides"]["val"]["skipped"][0]["reason"]
+    assert record["slides"]["val"]["slides"] == 2
+
+
+def test_one_slide_file_under_two_ids_in_train_and_test_is_refused(tmp_path):
+    """Issue 24 item 4a, through the CLI: a train slide copied under another name into test is refused up front."""
+    card = _cohort(tmp_path, [{"slide_path": "renamed.svs", "split": "test", "label": "stroma"}])
+    with open(tmp_path / "slides.csv", newline="") as handle:
+        first = next(csv.DictReader(handle))  # line 2: a train stroma slide
+    shutil.copyfile(tmp_path / first["slide_path"], tmp_path / "renamed.svs")
+    _assert_refused(_run(card, tmp_path / "out"), tmp_path / "out", "slide 'renamed'",
+                    f"names the file of slide '{first['slide_path'][:-4]}' on line 2 (a copy")
+
+
+def test_survival_split_with_every_slide_censored_is_refused_before_extraction(tmp_path):
+    """Issue 24 item 7b: an all-censored train split was refused by the probe, after every split was extracted."""
+    card = _cohort(tmp_path, survival=True)
+    with open(tmp_path / "slides.csv", newline="") as handle:
+        rows = list(csv.DictReader(handle))
+    for row in rows:
+        row["event"] = "0" if row["split"] == "train" else row["event"]
+    with open(tmp_path / "slides.csv", "w", newline="") as handle:
+        writer = csv.DictWriter(handle, list(rows[0]))
+        writer.writeheader()
+        writer.writerows(rows)
+    out = tmp_path / "out"
+    _assert_refused(_run(card, out), out, "slides.csv: all 6 train slides are censored")
+    assert cache_manifests(out) == {}  # no split was tiled or extracted
 
 
 def test_label_not_in_the_card_classes(tmp_path):

@@ -1,5 +1,8 @@
 """Whole-slide opening on OpenSlide (issue 16): Aperio-SVS-like and generic tiled TIFF pyramids, mpp, errors."""
 
+import socket
+from pathlib import Path
+
 import numpy as np
 import pytest
 import tifffile
@@ -111,6 +114,15 @@ def test_missing_unsupported_and_truncated_files_are_one_line_errors(tmp_path, l
         truncated = tmp_path / f"truncated_{kept}.svs"
         truncated.write_bytes(whole[:int(len(whole) * kept)])
         assert "truncated" in _one_line_error(truncated)
+
+
+def test_special_files_are_refused_before_they_are_opened(tmp_path):
+    """Issue 24 item 2: a socket and a character device (/dev/null) as slides are named as such; opening them (or a
+    FIFO, tests/cli/test_slide_bad_input.py) was tried and gave a format error or a hang."""
+    with socket.socket(socket.AF_UNIX) as server:
+        server.bind(str(tmp_path / "sock.svs"))
+        assert "is not a regular file but a socket" in _one_line_error(tmp_path / "sock.svs")
+    assert "/dev/null is not a regular file but a character device" in _one_line_error(Path("/dev/null"))
 
 
 def test_a_damaged_tile_fails_at_its_read_and_the_cache_reopens_the_slide(tmp_path, levels):
