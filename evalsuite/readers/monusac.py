@@ -129,6 +129,9 @@ class MonusacReader(GridTilingReader):
     CLASSES, TASK, CLASS_MAP = CLASSES, TASK, "class map (background + the 4 annotated nucleus classes)"
     TILE_PX = STRIDE_PX = 256
     COVER = True  # image sizes vary: the last tile of a row or column is padded
+    # A patient's images are no more independent than one image's tiles: the bootstrap resamples patients, the unit
+    # val is carved by.
+    interval_unit = "patient"
 
     def scan(self, root: Path, check_counts: bool) -> list[GridImage]:
         images, annotations, sizes, found_images = [], [], [], []
@@ -147,7 +150,7 @@ class MonusacReader(GridTilingReader):
                 images.append(image)
                 annotations.append(annotation)
                 sizes.append(image_size(image, TASK))
-                found_images.append(GridImage(folder == TEST_FOLDER, patient.name, *sizes[-1],  # val by patient
-                                              f"{patient.name}/{image.stem}"))
+                # val carved and the bootstrap drawn by patient
+                found_images.append(GridImage(folder == TEST_FOLDER, patient.name, *sizes[-1], patient.name))
         self.source = MonusacImages(images, annotations, sizes)
         return found_images

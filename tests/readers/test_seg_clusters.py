@@ -1,4 +1,5 @@
-"""The segmentation readers' bootstrap clusters: PanNuke tissue type, CoNSeP/MoNuSAC source image, else tiles."""
+"""The segmentation readers' bootstrap clusters: PanNuke tissue type, CoNSeP source image, MoNuSAC patient, else
+tiles."""
 
 import numpy as np
 import pytest
@@ -40,12 +41,12 @@ def test_consep_clusters_are_the_source_images(data):
     assert reader.groups("test") == ["Test/test_1"] * 16 + ["Test/test_2"] * 16  # 16 tiles of 250 px per image
 
 
-def test_monusac_clusters_are_the_source_images_not_the_patient(data):
+def test_monusac_clusters_are_the_patients(data):
     reader = _reader("monusac", data["monusac"])
     patient = "TCGA-2Z-A9JG-01Z-00-DX1"
-    # 280x150 -> two padded 256 px tiles, 113x81 -> one: three tiles of two images of one patient.
-    assert reader.interval_unit == "image"
-    assert reader.groups("test") == [f"{patient}/{patient}_1"] * 2 + [f"{patient}/{patient}_2"]
+    # 280x150 -> two padded 256 px tiles, 113x81 -> one: three tiles of two images of one patient, one cluster.
+    assert reader.interval_unit == "patient"
+    assert reader.groups("test") == [patient] * 3
 
 
 def test_demo_seg_knows_no_clusters_and_resamples_tiles():
