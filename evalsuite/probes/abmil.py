@@ -7,7 +7,9 @@ padded to the longest with zeros and a mask keeps the padding out of the softmax
 and masks the same rows). Training follows eva's offline slide configs: AdamW, ConstantLR's first
 epochs at a third of the lr (eva's HeadModule default scheduler, stepped per epoch), the val metric
 checked after every epoch, the best epoch kept, early stopping after `patience` epochs without
-improvement. Each training bag is a fresh random subset of at most `max_tiles_train` tiles every
+improvement. Unlike eva, an epoch that ties the best val metric replaces it when its val loss is lower
+(`val_loss_ties`): a metric that saturates (1.0 on an easy task) would otherwise keep its first, barely trained
+epoch. Each training bag is a fresh random subset of at most `max_tiles_train` tiles every
 epoch (seeded); evaluation reads every tile, bags grouped by size up to `eval_batch_tiles` padded tiles.
 Survival targets train a one-output network (the risk) on the Cox loss of each batch of bags
 (probes/cox.py); batches are `survival_batch_size` bags so that nearly every one holds an event.
@@ -101,7 +103,7 @@ class ABMILProbe(FittedProbe):
                  dropout_mlp: float = 0.0, lr: float = 1e-3, weight_decay: float = 0.01, epochs: int = 100,
                  patience: int | None = 20, batch_size: int = 32, survival_batch_size: int = 64,
                  max_tiles_train: int = 1000, eval_batch_tiles: int = 16384, class_weight: str | None = None,
-                 warmup_lr_factor: float = 1 / 3, warmup_epochs: int = 5,
+                 warmup_lr_factor: float = 1 / 3, warmup_epochs: int = 5, val_loss_ties: bool = True,
                  device: torch.device | str = "cpu", seed: int = 0):
         self.num_classes = num_classes
         self.network_params = {"projected_dim": projected_dim, "attention_dim": attention_dim,
@@ -115,6 +117,10 @@ class ABMILProbe(FittedProbe):
         self.max_tiles_train, self.eval_batch_tiles = int(max_tiles_train), int(eval_batch_tiles)
         self.class_weight = class_weight
         self.warmup_lr_factor, self.warmup_epochs = float(warmup_lr_factor), int(warmup_epochs)
+        if not isinstance(val_loss_ties, bool):  # YAML's "no" is False, but a quoted "false" would be truthy
+            raise EvalsuiteError(f"abmil probe: val_loss_ties must be true or false, got {val_loss_ties!r}; "
+                                 "check the recipe's params")
+        self.val_loss_ties = val_loss_ties
         self.device = torch.device(device)
         self.seed = seed
 
@@ -128,10 +134,10 @@ class ABMILProbe(FittedProbe):
             torch.manual_seed(self.seed)
             outputs = 1 if self.survival_ else self.num_classes
             self.model_ = GatedAttentionMIL(bags.dim, outputs, **self.network_params).to(self.device)
-            best_epoch, best_score, epochs_run = self._train(bags, targets, val_bags, val_targets, score)
+            best_epoch, best_score, best_loss, epochs_run = self._train(bags, targets, val_bags, val_targets, score)
         # "epoch": how many epochs the kept weights had trained, 1 for the first.
         self.selected_params_ = {"epoch": best_epoch + 1, "val_" + selection_metric: best_score,
-                                 "epochs_trained": epochs_run}
+                                 "val_loss": None if np.isnan(best_loss) else best_loss, "epochs_trained": epochs_run}
         return self
 
     def predict_proba(self, bags) -> np.ndarray:
@@ -151,8 +157,12 @@ class ABMILProbe(FittedProbe):
             raise RuntimeError(f"this abmil probe was fit on {'survival' if self.survival_ else 'class'} targets; "
                                f"call {'predict_risk' if self.survival_ else 'predict_proba'}")
 
-    def _train(self, bags, targets, val_bags, val_targets, score) -> tuple[int, float, int]:
-        """Train, keeping the weights of the epoch with the best val score; (best epoch, its score, epochs run)."""
+    def _train(self, bags, targets, val_bags, val_targets, score) -> tuple[int, float, float, int]:
+        """Train, keeping the weights of the best val epoch; (its epoch, score, val loss, epochs run).
+
+        Best: the highest val score, and of equal scores the lowest val loss when `val_loss_ties` (else the first, as
+        Lightning's ModelCheckpoint in eva). Patience counts epochs since the last new best, so a saturated score
+        whose val loss still falls keeps training (eva's EarlyStopping on the score alone would stop it)."""
         optimizer = torch.optim.AdamW(self.model_.parameters(), lr=self.lr, betas=(0.9, 0.999),
                                       weight_decay=self.weight_decay)
         # ConstantLR with total_iters=0 would keep the factor for good (torch's rule), hence none without warm-up.
@@ -160,19 +170,21 @@ class ABMILProbe(FittedProbe):
                                                         total_iters=self.warmup_epochs) if self.warmup_epochs else None
         # Tile subsets come from their own generator, drawn on through the epochs: new subsets every epoch.
         tile_generator = torch.Generator().manual_seed(int(np.random.SeedSequence([self.seed, 1]).generate_state(1)[0]))
-        loss_of = self._loss_function(targets)
-        best = (-1, float("nan"), None)  # (epoch, score, weights)
+        loss_of, val_loss_of = self._loss_function(targets), self._loss_function(val_targets)
+        best, best_key = None, None  # best: (epoch, score, val loss, weights)
         for epoch in range(self.epochs):
             self._train_epoch(bags, loss_of, optimizer, epoch, tile_generator)
             if scheduler is not None:
                 scheduler.step()
-            value = float(score(val_targets, self._val_predictions(val_bags)))
-            if best[2] is None or np.nan_to_num(value, nan=-np.inf) > np.nan_to_num(best[1], nan=-np.inf):
-                best = (epoch, value, {k: v.detach().clone() for k, v in self.model_.state_dict().items()})
+            value, val_loss = self._val_check(val_bags, val_targets, score, val_loss_of)
+            key = (np.nan_to_num(value, nan=-np.inf), -np.nan_to_num(val_loss, nan=np.inf) if self.val_loss_ties else 0)
+            if best is None or key > best_key:
+                best_key = key
+                best = (epoch, value, val_loss, {k: v.detach().clone() for k, v in self.model_.state_dict().items()})
             elif self.patience is not None and epoch - best[0] >= self.patience:
                 break  # as Lightning's EarlyStopping(patience, min_delta=0), which eva's configs use
-        self.model_.load_state_dict(best[2])
-        return best[0], best[1], epoch + 1
+        self.model_.load_state_dict(best[3])
+        return best[0], best[1], best[2], epoch + 1
 
     def _train_epoch(self, bags, loss_of, optimizer, epoch: int, tile_generator: torch.Generator) -> None:
         self.model_.train()
@@ -206,9 +218,12 @@ class ABMILProbe(FittedProbe):
             if self.class_weight == "balanced" else None
         return lambda outputs, indices: F.cross_entropy(outputs, targets[indices], weight=weights)
 
-    def _val_predictions(self, val_bags) -> np.ndarray:
+    def _val_check(self, val_bags, val_targets, score, val_loss_of) -> tuple[float, float]:
+        """(val score, val loss: the training loss over all of val, nan for survival without an event)."""
         outputs = self._outputs(val_bags)
-        return outputs[:, 0] if self.survival_ else torch.softmax(torch.from_numpy(outputs), dim=1).numpy()
+        predictions = outputs[:, 0] if self.survival_ else torch.softmax(torch.from_numpy(outputs), dim=1).numpy()
+        loss = val_loss_of(torch.from_numpy(outputs).to(self.device), torch.arange(len(val_bags), device=self.device))
+        return float(score(val_targets, predictions)), float("nan") if loss is None else float(loss)
 
     @torch.no_grad()
     def _outputs(self, bags) -> np.ndarray:
