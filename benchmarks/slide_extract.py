@@ -209,7 +209,8 @@ def time_pipeline(backbone, dataset, layout, root: Path, row_shape, chunk_rows, 
         writer.write_chunk = timed_write_chunk
         forwarded = extract_to_cache(backbone, dataset, writer, device, batch_size=args.batch_size,
                                      num_workers=args.num_workers, precision=args.precision,
-                                     description="slide_extract", features_of=forward, show_progress=False)
+                                     description="slide_extract", features_of=forward, show_progress=False,
+                                     pad_to_batch=False)  # as a run fills a slide cache
         ended = time.perf_counter()
     peak = read_status()["VmHWM"]
     if forwarded != len(dataset) or not cache.is_complete(key):

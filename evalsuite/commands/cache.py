@@ -28,8 +28,20 @@ def _selected(cache, prefixes: list[str]) -> list[str]:
     return chosen
 
 
+def _read_manifest(cache, key: str) -> tuple[dict | None, bool]:
+    """(manifest or None, whether it is unreadable): one truncated manifest must not stop a listing of the others."""
+    from evalsuite.errors import EvalsuiteError
+
+    try:
+        return cache.manifest(key), False
+    except EvalsuiteError:
+        return None, True
+
+
 def _status(cache, key: str) -> str:
-    manifest = cache.manifest(key)
+    manifest, unreadable = _read_manifest(cache, key)
+    if unreadable:
+        return "CORRUPT manifest"
     if manifest is None:
         return "no-manifest"
     done = sum(c["done"] for c in manifest["chunks"])
@@ -69,7 +81,7 @@ def _ls(cache, keys) -> None:
 
     print(f"{'key':<26}{'size':>12}  {'status':<22}{'shape':<18}task/split  model")
     for key in keys:
-        manifest = cache.manifest(key) or {}
+        manifest = _read_manifest(cache, key)[0] or {}
         fields = manifest.get("fields", {})
         shape = "x".join(map(str, manifest.get("shape", [])))
         print(f"{key:<26}{human_bytes(cache.size_bytes(key)):>12}  {_status(cache, key):<22}{shape:<18}"
@@ -78,13 +90,16 @@ def _ls(cache, keys) -> None:
 
 def _verify(cache, keys) -> None:
     from evalsuite.errors import EvalsuiteError
-    from evalsuite.features.cache import FEATURES_FILE, corrupt_chunks, first_non_finite_row
+    from evalsuite.features.cache import FEATURES_FILE, MANIFEST_FILE
+    from evalsuite.features.cache_checks import corrupt_chunks, first_non_finite_row
     from evalsuite.storage.npy_rows import NpyRows
 
     problems = []
     for key in keys:
-        manifest = cache.manifest(key)
-        if manifest is None:
+        manifest, unreadable = _read_manifest(cache, key)
+        if unreadable:
+            verdict = f"CORRUPT manifest ({cache.folder(key) / MANIFEST_FILE} is not valid JSON)"
+        elif manifest is None:
             verdict = "no manifest (not an evalsuite cache or never started)"
         elif bad := corrupt_chunks(cache.folder(key), manifest):
             verdict = f"CORRUPT chunks {bad}"

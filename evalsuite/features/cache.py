@@ -8,9 +8,10 @@ One folder per cache key under `<out>/cache/`:
   library versions. It is replaced atomically (temp file + fsync + rename) after each chunk is
   on disk, so a process killed at any moment leaves a manifest that names only chunks whose
   bytes are durable. A rerun continues from the first unfinished chunk.
-Readers accept only complete caches, and a cache holding NaN or inf (which extraction never
-writes) is refused as corrupt. An exclusive lock per key makes a second process asking for the
-same key wait, then reuse what the first one wrote. A file-system fault is a one-line error
+Readers accept only complete caches; opening one checks every chunk's sha256 and every row's
+finiteness in one pass (evalsuite.features.cache_checks), and a cache failing either is refused
+as corrupt. An exclusive lock per key makes a second process asking for the same key wait (it
+says so on stderr), then reuse what the first one wrote. A file-system fault is a one-line error
 naming the file (evalsuite.storage.fsio); a cache that fails before its first chunk is removed.
 """
 
@@ -26,6 +27,7 @@ from pathlib import Path
 import numpy as np
 
 from evalsuite.errors import EvalsuiteError
+from evalsuite.features.cache_checks import check_opened, corrupt_chunks, first_non_finite_row  # noqa: F401
 from evalsuite.storage.fsio import exclusive_lock, fs_errors, write_atomically
 from evalsuite.storage.npy_rows import NpyRows
 
@@ -35,8 +37,6 @@ LABELS_FILE = "labels.npy"
 MANIFEST_FILE = "manifest.json"
 MANIFEST_VERSION = 1
 _LOCK_DIR = ".locks"
-_SCAN_BLOCK_BYTES = 4 * 1024**2  # the finiteness scan's read size when a cache is opened
-_FLOAT16_EXPONENT = np.uint16(0x7C00)
 
 
 def cache_key(fields: dict) -> str:
@@ -84,6 +84,13 @@ class CacheWriter:
                              f"got {rows.dtype}{rows.shape}")
         payload = memoryview(np.ascontiguousarray(rows)).cast("B")  # no copy of the chunk
         offset = self.manifest["data_offset_bytes"] + chunk["start"] * self._row_bytes()
+        try:
+            self._write_and_record(index, payload, offset)
+        except EvalsuiteError:
+            self._check_still_there()
+            raise
+
+    def _write_and_record(self, index: int, payload: memoryview, offset: int) -> None:
         # A fault leaves this chunk unrecorded in the manifest: the rerun writes it again.
         with fs_errors("write feature cache", self.folder / FEATURES_FILE):
             _pwrite_durably(self.folder / FEATURES_FILE, payload, offset)
@@ -96,7 +103,17 @@ class CacheWriter:
             write_json_atomic(self.folder / MANIFEST_FILE, self.manifest)
 
     def reload(self) -> None:
-        self.manifest = json.loads((self.folder / MANIFEST_FILE).read_text())
+        try:
+            self.manifest = json.loads((self.folder / MANIFEST_FILE).read_text())
+        except FileNotFoundError:
+            self._check_still_there()
+            raise
+
+    def _check_still_there(self) -> None:
+        """A scratch purge removes folders under a running extraction (`cache rm` waits): say so, not ENOENT."""
+        if not (self.folder / MANIFEST_FILE).is_file():
+            raise EvalsuiteError(f"feature cache {self.folder} was removed while this run was writing it (a scratch "
+                                 "purge, another tool); rerun the same command") from None
 
     def finish(self) -> None:
         self.reload()
@@ -123,7 +140,7 @@ class FeatureCache:
         lock_dir = self.root / _LOCK_DIR
         with fs_errors("create", lock_dir):
             lock_dir.mkdir(parents=True, exist_ok=True)
-        with exclusive_lock(lock_dir / f"{key}.lock", "lock"):
+        with exclusive_lock(lock_dir / f"{key}.lock", "lock", announce_wait=True):
             yield
 
     def manifest(self, key: str) -> dict | None:
@@ -143,8 +160,10 @@ class FeatureCache:
     def open(self, key: str, mode: str = "memmap"):
         """(features, labels) of a complete cache: features in host RAM (`ram`) or memory-mapped."""
         folder = self.folder(key)
-        if not self.is_complete(key):
-            return None
+        manifest = self.manifest(key)
+        if not (manifest and manifest.get("complete")):
+            raise EvalsuiteError(f"feature cache {folder} is gone or unfinished: it was removed while this run "
+                                 "used it (`evalsuite cache rm`, a scratch purge); rerun the same command")
         try:
             features = np.load(folder / FEATURES_FILE) if mode == "ram" else NpyRows(folder / FEATURES_FILE)
             # Masks of a segmentation task can be large: map them, never load them whole.
@@ -155,10 +174,7 @@ class FeatureCache:
         if features.dtype != CACHE_DTYPE or len(features) != len(labels):
             raise EvalsuiteError(f"feature cache {folder} has features {features.dtype}{features.shape} for "
                                  f"{len(labels)} labels; remove it with `evalsuite cache rm {key}` and rerun")
-        bad_row = first_non_finite_row(features)
-        if bad_row is not None:
-            raise EvalsuiteError(f"feature cache {folder} is corrupt: sample {bad_row} holds NaN/inf features; "
-                                 f"remove it with `evalsuite cache rm {key}` and rerun")
+        check_opened(features, manifest, folder)
         return features, labels
 
     def attach(self, key: str) -> CacheWriter:
@@ -239,38 +255,3 @@ def _pwrite_durably(path: Path, payload: memoryview, offset: int) -> None:
         os.fsync(descriptor)
     finally:
         os.close(descriptor)
-
-
-def first_non_finite_row(features) -> int | None:
-    """The first row holding NaN or inf, or None; read in blocks of a few MiB (a memmap cache's RSS stays flat).
-
-    Extraction never writes such a row, so one found here was put there afterwards (a disk
-    fault, an edit): the cache is corrupt whatever its checksums say."""
-    row_bytes = max(1, int(np.prod(features.shape[1:], dtype=np.int64)) * features.dtype.itemsize)
-    block_rows = max(1, _SCAN_BLOCK_BYTES // row_bytes)
-    for start in range(0, len(features), block_rows):
-        block = np.asarray(features[start : start + block_rows])
-        if block.dtype == np.float16:
-            # NaN and inf are the float16 values whose 5 exponent bits are all set; testing the bits
-            # is several times faster than np.isfinite (~1.7 GiB/s from the page cache on 2 busy cores).
-            if np.bitwise_and(block.view(np.uint16), _FLOAT16_EXPONENT).max(initial=0) != _FLOAT16_EXPONENT:
-                continue
-        bad_rows = ~np.isfinite(block.reshape(len(block), -1)).all(axis=1)
-        if bad_rows.any():
-            return start + int(np.argmax(bad_rows))
-    return None
-
-
-def corrupt_chunks(folder: Path, manifest: dict) -> list[int]:
-    """Indices of chunks marked done whose bytes on disk do not match their recorded sha256."""
-    row_bytes = int(np.prod(manifest["shape"][1:], dtype=np.int64)) * np.dtype(manifest["dtype"]).itemsize
-    bad = []
-    with open(folder / FEATURES_FILE, "rb") as handle:
-        for index, chunk in enumerate(manifest["chunks"]):
-            if not chunk["done"]:
-                continue
-            handle.seek(manifest["data_offset_bytes"] + chunk["start"] * row_bytes)
-            payload = handle.read((chunk["stop"] - chunk["start"]) * row_bytes)
-            if hashlib.sha256(payload).hexdigest() != chunk.get("sha256"):
-                bad.append(index)
-    return bad

@@ -1,9 +1,14 @@
 """Feature extraction: a frozen backbone over a dataset into a chunked float16 cache.
 
-Batches never straddle a chunk, so the batches of a resumed run are exactly those of an
-uninterrupted one and the cache comes out bitwise identical. Each finished chunk is written
-and recorded durably before the next starts; SIGTERM or SIGUSR1 (Slurm preemption) stops the
-run after the current chunk with EXIT_PREEMPTED, and the same command resumes it.
+Batches never straddle a chunk, so the batches of a resumed run, or of a torchrun rank, are exactly
+those of an uninterrupted single process. A chunk's last, partial batch is padded to the batch
+size (its last image repeated, the extra rows dropped), so every forward of a tile cache has one
+shape: CPU kernels chosen by batch shape and thread count gave a partial batch other float16
+values under torchrun's 1-thread ranks than in a 2-thread process. Slide caches are not padded
+(a chunk is one slide's tiles, often fewer than a batch). Each finished chunk is written and
+recorded durably before the next starts; SIGTERM or SIGUSR1 (Slurm preemption) stops the run
+after the current chunk, the split's last one included, with EXIT_PREEMPTED, and the same
+command resumes it.
 """
 
 import contextlib
@@ -89,12 +94,12 @@ def chunk_aligned_batches(pending_chunks, batch_size: int) -> list[list[int]]:
 
 def extract_to_cache(backbone, dataset, writer, device: torch.device, *, batch_size: int = 64, num_workers: int = 2,
                      precision: str = "fp32", description: str = "extract", features_of=None, chunks=None,
-                     finish: bool = True, show_progress: bool = True) -> int:
+                     finish: bool = True, show_progress: bool = True, pad_to_batch: bool = True) -> int:
     """Fill the writer's unfinished chunks with `features_of(images)` rows (default backbone.pooled_features).
 
     `chunks` limits the work to some pending chunks (a rank's shard); `finish=False` leaves marking
-    the cache complete to the caller (rank 0, once every rank is done). Returns how many samples
-    went through the backbone."""
+    the cache complete to the caller (rank 0, once every rank is done); `pad_to_batch` pads partial batches
+    (module docstring). Returns how many samples went through the backbone (padding not counted)."""
     features_of = features_of or backbone.pooled_features
     pending = writer.pending_chunks() if chunks is None else chunks
     if not pending:
@@ -115,25 +120,34 @@ def extract_to_cache(backbone, dataset, writer, device: torch.device, *, batch_s
     with batches_of(loader) as batches, stop_after_chunk_on_signals() as stop, torch.inference_mode(), \
             tqdm(total=len(dataset), initial=len(dataset) - sum(b - a for _, a, b in pending), desc=description,
                  unit="img", leave=False, mininterval=_progress_interval_s(), disable=not show_progress) as bar:
-        for done, (index, start, stop_row) in enumerate(pending):
+        for index, start, stop_row in pending:
             filled = 0
             while filled < stop_row - start:
                 images, _ = next(batches)
                 images = prepare_batch(images.to(device, non_blocking=True))
+                wanted = len(images)
+                images = _padded(images, batch_size) if pad_to_batch else images
                 with autocast_context(device, precision):
                     output = features_of(images.contiguous(memory_format=memory_format))
-                rows = _checked_rows(output.float(), writer.row_shape, start + filled, description)
+                rows = _checked_rows(output[:wanted].float(), writer.row_shape, start + filled, description)
                 buffer[filled : filled + len(rows)] = rows.to(torch.float16).cpu().numpy()
                 filled += len(rows)
                 bar.update(len(rows))
             writer.write_chunk(index, buffer[:filled])
             forwarded += filled
-            if stop.signal_name and done + 1 < len(pending):
+            if stop.signal_name:  # also after the split's last chunk: the next split would ignore the request
                 raise Preempted(f"{description}: stopped on {stop.signal_name} after chunk {index + 1} of "
                                 f"{len(writer.manifest['chunks'])}; rerun the same command to resume")
     if finish:
         writer.finish()
     return forwarded
+
+
+def _padded(images: torch.Tensor, batch_size: int) -> torch.Tensor:
+    missing = batch_size - len(images)
+    if missing <= 0:
+        return images
+    return torch.cat([images, images[-1:].expand(missing, *images.shape[1:])])
 
 
 def _memory_format(model) -> torch.memory_format:

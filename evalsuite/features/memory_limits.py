@@ -25,12 +25,17 @@ def parse_size_bytes(text: str, default_unit: str = "") -> int:
 
 
 def slurm_limit_bytes(env: dict) -> tuple[str, int] | None:
-    """Slurm exports memory in megabytes: per node, or per CPU times the CPUs on this node."""
+    """Slurm exports memory in megabytes: per node, or per CPU times the CPUs on this node.
+
+    0 is `--mem=0`, "all the node's memory": Slurm sets no figure then, so the source is absent and
+    the cgroup limit and MemAvailable decide."""
     if env.get("SLURM_MEM_PER_NODE"):
-        return "SLURM_MEM_PER_NODE", parse_size_bytes(env["SLURM_MEM_PER_NODE"], "M")
+        per_node_bytes = parse_size_bytes(env["SLURM_MEM_PER_NODE"], "M")
+        return ("SLURM_MEM_PER_NODE", per_node_bytes) if per_node_bytes else None
     if env.get("SLURM_MEM_PER_CPU"):
         cpus = int(env.get("SLURM_CPUS_ON_NODE") or env.get("SLURM_CPUS_PER_TASK") or 1)
-        return "SLURM_MEM_PER_CPU", parse_size_bytes(env["SLURM_MEM_PER_CPU"], "M") * cpus
+        per_cpu_bytes = parse_size_bytes(env["SLURM_MEM_PER_CPU"], "M")
+        return ("SLURM_MEM_PER_CPU", per_cpu_bytes * cpus) if per_cpu_bytes else None
     return None
 
 

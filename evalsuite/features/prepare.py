@@ -7,6 +7,7 @@ manifests when every split is cached, otherwise from one real forward pass on on
 import contextlib
 import dataclasses
 import functools
+import hashlib
 import shutil
 import time
 from dataclasses import dataclass
@@ -94,6 +95,29 @@ def _key_fields(config, card, reader, backbone, split: str, precision: str) -> d
     }
 
 
+def _labels_identity(dataset) -> dict:
+    """The class ids a split caches, as part of its key: a corrected label file gives a new cache, not the old labels.
+
+    Segmentation masks (datasets with a `label_shape`) are left out: hashing them would read every mask on every
+    cached run. Slide caches store no targets (the reader's are read on every run)."""
+    if getattr(dataset, "label_shape", ()):
+        return {}
+    labels = np.ascontiguousarray(dataset.labels, dtype=np.int64)
+    return {"labels_sha256": hashlib.sha256(labels.tobytes()).hexdigest()}
+
+
+def _datasets_and_keys(config, card, reader, cache, transform, fields: dict) -> tuple[dict, dict, dict, dict]:
+    """(datasets, keys, layouts, fields) per split. A slide split's key comes first (its tiling may be cached under
+    it); a tile split's key includes its labels, so its dataset comes first."""
+    if KINDS[card.kind].bags:
+        keys = {split: cache_key(fields[split]) for split in SPLITS}
+        layouts = {split: slide_layout(cache, keys[split], reader, split, config) for split in SPLITS}
+        return {split: slide_dataset(layouts[split], transform) for split in SPLITS}, keys, layouts, fields
+    datasets = {split: reader.dataset(split, transform) for split in SPLITS}
+    fields = {split: {**fields[split], **_labels_identity(datasets[split])} for split in SPLITS}
+    return datasets, {split: cache_key(fields[split]) for split in SPLITS}, {}, fields
+
+
 def _row_shape(cache, keys, datasets, features_of, device, precision) -> tuple[tuple, int]:
     """(row shape, forward passes spent finding it)."""
     for key in keys.values():
@@ -119,11 +143,7 @@ def plan_splits(config, card, reader, backbone, device) -> PreparedSplits:
     transform = build_transform(backbone.data_config)
     precision = used_precision(config, backbone, device)
     fields = {split: _key_fields(config, card, reader, backbone, split, precision) for split in SPLITS}
-    keys = {split: cache_key(fields[split]) for split in SPLITS}
-    layouts = {split: slide_layout(cache, keys[split], reader, split, config) for split in SPLITS} \
-        if KINDS[card.kind].bags else {}
-    datasets = {split: slide_dataset(layouts[split], transform) if layouts else reader.dataset(split, transform)
-                for split in SPLITS}
+    datasets, keys, layouts, fields = _datasets_and_keys(config, card, reader, cache, transform, fields)
     for split, dataset in datasets.items():
         if len(dataset) == 0:
             raise EvalsuiteError(f"task card {card.path}: split '{split}' has no samples")
@@ -173,14 +193,17 @@ def _extract(job: ExtractionJob, writer, dataset, split: str, chunks) -> int:
         return extract_to_cache(job.backbone, dataset, writer, job.device, batch_size=job.config.batch_size,
                                 num_workers=job.config.num_workers, precision=job.precision,
                                 description=f"{job.card.name}/{split}", features_of=job.features_of, chunks=chunks,
-                                finish=False, show_progress=job.dist.is_main)
+                                finish=False, show_progress=job.dist.is_main,
+                                pad_to_batch=not KINDS[job.card.kind].bags)
     except Preempted:
         raise
     except BaseException:
-        # A cache that failed before its first chunk holds nothing worth resuming: leave no trace.
-        writer.reload()
-        if job.dist.is_main and not any(chunk["done"] for chunk in writer.manifest["chunks"]):
-            shutil.rmtree(writer.folder, ignore_errors=True)
+        # A cache that failed before its first chunk holds nothing worth resuming: leave no trace. The cache may be
+        # gone (a scratch purge): then the error being raised says so, and a failing reload must not replace it.
+        with contextlib.suppress(EvalsuiteError, OSError, ValueError):
+            writer.reload()
+            if job.dist.is_main and not any(chunk["done"] for chunk in writer.manifest["chunks"]):
+                shutil.rmtree(writer.folder, ignore_errors=True)
         raise
 
 
@@ -227,13 +250,14 @@ def prepare_features(config, card, reader, backbone, device, dist=Dist()) -> Pre
     extracted, opened = {}, {}
     for split in SPLITS:
         key = prepared.keys[split]
-        # Rank 0 holds the key's lock for the group: an unrelated process asking for it waits.
+        # Rank 0 holds the key's lock for the group until the cache is open (its reads then hold the files): a
+        # `cache rm` or an unrelated run asking for the key waits, and cannot remove the cache before it is opened.
         with job.cache.lock(key) if dist.is_main else contextlib.nullcontext():
             extracted[split] = _extract_split(job, split, prepared)
-        if dist.is_main:
-            opened[split] = open_bags(job.cache, key, prepared.plan.decision, reader, split,
-                                   prepared.layouts[split]) if prepared.layouts \
-                else job.cache.open(key, prepared.plan.decision)
+            if dist.is_main:
+                opened[split] = open_bags(job.cache, key, prepared.plan.decision, reader, split,
+                                          prepared.layouts[split]) if prepared.layouts \
+                    else job.cache.open(key, prepared.plan.decision)
     slides = {split: slide_summary(layout) for split, layout in prepared.layouts.items()}
     throughput = summarise({split: load_split_record(job.cache.folder(prepared.keys[split])) for split in SPLITS},
                            sum(len(dataset) for dataset in prepared.datasets.values())) if dist.is_main else {}

@@ -10,6 +10,8 @@ import contextlib
 import errno
 import fcntl
 import os
+import re
+import sys
 from pathlib import Path
 
 from evalsuite.errors import EvalsuiteError
@@ -84,18 +86,62 @@ def write_atomically(path: Path, data: bytes) -> None:
 
 
 @contextlib.contextmanager
-def exclusive_lock(path: Path, action: str | None = None):
+def exclusive_lock(path: Path, action: str | None = None, announce_wait: bool = False):
     """An flock on `path` (created if missing) held for the block; with `action`, failing to open the lock file
     is the one-line `cannot ACTION PATH` error. A separate lock file, because the files it guards may be
-    replaced by a rename while it is held."""
+    replaced by a rename while it is held. `announce_wait`: a process that has to wait says so on stderr (a
+    silent wait for another run's extraction looks like a hang)."""
     with fs_errors(action, path) if action else contextlib.nullcontext():
         handle = open(path, "a")
     with handle:
-        fcntl.flock(handle.fileno(), fcntl.LOCK_EX)
+        _flock(handle, path, fcntl.LOCK_EX | fcntl.LOCK_NB, announce_wait)
         try:
             yield
         finally:
             fcntl.flock(handle.fileno(), fcntl.LOCK_UN)
+
+
+def _flock(handle, path: Path, operation: int, announce_wait: bool) -> None:
+    try:
+        fcntl.flock(handle.fileno(), operation)
+        return
+    except BlockingIOError:
+        if announce_wait:
+            print(f"evalsuite: waiting for the lock {path}, held by another evalsuite process (a run or "
+                  "`cache rm` on the same cache)", file=sys.stderr, flush=True)
+    except OSError as exc:
+        raise _lock_error(path, exc) from None
+    try:
+        fcntl.flock(handle.fileno(), operation & ~fcntl.LOCK_NB)
+    except OSError as exc:
+        raise _lock_error(path, exc) from None
+
+
+def _lock_error(path: Path, exc: OSError) -> EvalsuiteError:
+    # Lustre mounted without `-o flock` (and some FUSE and old NFS mounts) answer flock with ENOSYS or EOPNOTSUPP.
+    if exc.errno not in (errno.ENOSYS, errno.EOPNOTSUPP, errno.ENOLCK):
+        return fs_error("lock", path, exc)
+    fs_type, mount_point = file_system_of(path)
+    return EvalsuiteError(f"cannot lock {path}: the {fs_type} file system mounted at {mount_point} does not support "
+                          f"flock ({exc.strerror}); mount it with the flock option (Lustre: `-o flock`, ask the "
+                          "cluster's admins) or pass an --out on a file system with locks (e.g. node-local scratch)")
+
+
+def file_system_of(path: Path, mountinfo: Path = Path("/proc/self/mountinfo")) -> tuple[str, str]:
+    """(type, mount point) of the mount holding `path`, from the longest mount point that prefixes it."""
+    target = os.path.realpath(path)
+    best = ("unknown", "/")
+    try:
+        lines = mountinfo.read_text().splitlines()
+    except OSError:
+        return best
+    for line in lines:
+        fields, _, rest = line.partition(" - ")
+        mount_point = re.sub(r"\\([0-7]{3})", lambda m: chr(int(m.group(1), 8)), fields.split()[4])  # \040: a space
+        inside = target == mount_point or target.startswith(mount_point.rstrip("/") + "/")
+        if inside and len(mount_point) >= len(best[1]) and rest:
+            best = (rest.split()[0], mount_point)
+    return best
 
 
 def staging_name(path: Path) -> Path:

@@ -129,3 +129,12 @@ def test_small_budget_picks_memmap_and_forcing_ram_is_refused(tmp_path):
     forced = run_cli("run", *TINY, "--out", out, "--mem", mem, "--cache", "ram", "--probes", "knn")
     assert forced.returncode == EXIT_REFUSE
     assert_one_line_error(forced, "--cache ram needs", str(plan["ram_needed_bytes"]), "usable")
+
+
+@pytest.mark.parametrize("env", [{"SLURM_MEM_PER_NODE": "0"}, {"SLURM_MEM_PER_CPU": "0", "SLURM_CPUS_ON_NODE": "8"}],
+                         ids=["mem-per-node", "mem-per-cpu"])
+def test_slurm_zero_memory_means_the_whole_node_not_a_zero_byte_limit(tmp_path, env):
+    """Issue 24 item 8: `--mem=0` exports SLURM_MEM_PER_NODE=0 ("all the node's memory"); it was read as a 0-byte
+    limit. The reference: the limit left is the cgroup's, 3 GiB here, and no Slurm source at all."""
+    sys_root, proc = _fake_roots(tmp_path, "0::/slurm/job_7", "fs/cgroup/slurm/job_7/memory.max", str(3 * GIB))
+    assert memory_sources(env=env, sys_root=sys_root, proc_root=proc) == {"cgroup v2 memory.max": 3 * GIB}
