@@ -5,10 +5,11 @@ code 2; unexpected errors are one line and exit code 1; `--debug` shows the trac
 """
 
 import argparse
+import os
 import sys
 
 from evalsuite.commands import COMMAND_MODULES
-from evalsuite.errors import EXIT_INTERNAL, EXIT_INTERRUPTED, EvalsuiteError
+from evalsuite.errors import EXIT_BROKEN_PIPE, EXIT_INTERNAL, EXIT_INTERRUPTED, EvalsuiteError
 
 # Longest name a run puts under --out: runs/.<run id>.<probe>.seed<N>.reliability.png.<pid>.tmp, cache/<key>/...
 OUT_ROOM_BYTES = 256
@@ -45,11 +46,23 @@ def _check_paths(args) -> None:
             check_path_length(getattr(args, flag), f"--{flag}", room_bytes)
 
 
+def _quiet_after_broken_pipe() -> int:
+    """The reader of stdout left early, as `| head -3` does: stop quietly, as Unix tools killed by SIGPIPE do.
+
+    stdout now points at /dev/null, so the interpreter's final flush of what is still buffered cannot fail again."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
+    return EXIT_BROKEN_PIPE
+
+
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     try:
         _check_paths(args)
         args.handler(args)
+        sys.stdout.flush()  # here, not at exit: a reader gone by then (`| head`) would print an ignored exception
+    except BrokenPipeError:
+        return _quiet_after_broken_pipe()
     except EvalsuiteError as exc:
         if args.debug:
             raise

@@ -4,6 +4,7 @@ EXIT_INTERNAL = 1  # a bug: the CLI says "internal error" (rerun with --debug fo
 EXIT_USER = 2  # bad input or environment: the message says what to do
 EXIT_REFUSE = 3  # the RAM budget gate refused the run (`evalsuite budget`, `run`); job scripts gate on it
 EXIT_INTERRUPTED = 130  # Ctrl-C (128 + SIGINT), as shells report it
+EXIT_BROKEN_PIPE = 141  # the reader of stdout left (`| head`): 128 + SIGPIPE, what `yes | head -1` gives `yes`
 EXIT_PREEMPTED = 75  # EX_TEMPFAIL: stopped after an extraction chunk on a signal; the same command resumes
 
 
