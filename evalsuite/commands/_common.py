@@ -1,11 +1,15 @@
 """Arguments and defaults shared by the commands that build a task + backbone (run, budget)."""
 
+import re
 from pathlib import Path
 
 from evalsuite.config import DEFAULT_MODEL, DEFAULT_OUT, RunConfig
 from evalsuite.errors import EvalsuiteError
 from evalsuite.models.pooling import check_token_rule
 from evalsuite.runtime.precision import PRECISIONS
+from evalsuite.tasks.resources import cards_dir, find_yaml, recipes_dir
+
+HUB_NAME = re.compile(r"hf-hub:[^/\s]+/[^/\s]+")
 
 
 def add_task_model_args(parser) -> None:
@@ -53,6 +57,23 @@ def _precision(args) -> str:
     return "fp32" if args.no_autocast else (args.precision or "auto")
 
 
+def check_names(args, probes: list) -> None:
+    """Task, recipe and model names that a file lookup or a pattern can refute, checked before the runner's
+    imports (torch, timm, scikit-learn: seconds), so a typo is answered at once. A timm architecture name
+    needs timm itself and is checked when the backbone is built."""
+    find_yaml(args.task, cards_dir(), "task card", "task")
+    for name in probes:
+        find_yaml(name, recipes_dir(), "probe recipe", "probe")
+    if args.weights and args.random_init:
+        raise EvalsuiteError("--weights and --random-init exclude each other; pass one")
+    if args.model.startswith("hf-hub:") and not HUB_NAME.fullmatch(args.model):
+        raise EvalsuiteError(f"--model {args.model}: a hub model is named hf-hub:ORG/NAME, e.g. "
+                             f"hf-hub:bioptimus/H-optimus-0")
+    if args.model.startswith("hf-hub:") and (args.weights or args.random_init):
+        raise EvalsuiteError(f"'{args.model}' is resolved on the hub; with --weights or --random-init pass its timm "
+                             f"architecture name instead")
+
+
 def run_config(args, **extra):
     """A RunConfig from parsed task/model arguments (plus command-specific fields).
 
@@ -63,6 +84,7 @@ def run_config(args, **extra):
     if args.pooling is not None:
         check_token_rule(args.pooling, "--pooling")
     precision = _precision(args)
+    check_names(args, extra.get("probes") or [])
     return RunConfig(
         task=args.task, model=args.model, weights=args.weights, random_init=args.random_init, pooling=args.pooling,
         out_dir=Path(args.out), device=args.device, batch_size=args.batch_size, num_workers=args.num_workers,

@@ -1,6 +1,8 @@
 """Bad input through the CLI: one-line error, non-zero exit, leaderboard and caches untouched."""
 
 import shutil
+import subprocess
+import sys
 
 import numpy as np
 import pytest
@@ -129,3 +131,31 @@ def test_hub_model_offline_fails_fast_with_the_weights_alternative(out):
 
 def test_unknown_probe(out):
     _expect_error(out, ["--task", "demo", "--probes", "svm"], "unknown probe 'svm'")
+
+
+_IMPORTS_AFTER_BAD_NAME = """
+import sys
+from evalsuite.cli import main
+code = main(sys.argv[1:])
+heavy = [name for name in ("torch", "timm", "sklearn", "evalsuite.runner") if name in sys.modules]
+print("exit", code, "heavy", ",".join(heavy) or "none")
+"""
+
+
+@pytest.mark.parametrize(("args", "fragment"), [
+    (["run", "--task", "cr"], "unknown task 'cr'"),
+    (["budget", "--task", "cr"], "unknown task 'cr'"),
+    (["run", "--task", "demo", "--probes", "linear,knnn"], "unknown probe 'knnn'"),
+    (["run", "--task", "demo", "--model", "hf-hub:no-slash"], "hf-hub:ORG/NAME"),
+    (["run", "--task", "demo", "--model", "hf-hub:org/name", "--random-init"], "timm architecture name"),
+    (["run", "--task", "demo", "--weights", "w.pth", "--random-init"], "exclude each other"),
+], ids=["run-task", "budget-task", "probe", "hub-name", "hub-random-init", "weights-random-init"])
+def test_bad_names_are_answered_before_torch_is_imported(tmp_path, args, fragment):
+    """Issue 25 item 5: `run --task cr` imported the runner (torch, timm, scikit-learn: 7.6 of 9 s) before it
+    looked the task up. Without a clock: the reference is that none of torch, timm, sklearn or evalsuite.runner
+    is in sys.modules when the CLI has answered exit 2."""
+    result = subprocess.run([sys.executable, "-c", _IMPORTS_AFTER_BAD_NAME, *args, "--out", str(tmp_path / "out")],
+                            capture_output=True, text=True, timeout=120)
+    assert fragment in result.stderr
+    assert result.stdout.strip() == "exit 2 heavy none", result.stdout
+    assert not (tmp_path / "out").exists()
