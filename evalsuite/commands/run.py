@@ -49,7 +49,7 @@ def main(args) -> None:
     if record is None:  # a torchrun rank other than 0: rank 0 reports
         return
     print(f"task {record['task']['name']}  model {record['model']['name']}  run {record['run_id']}  "
-          f"precision {record['precision']}  cache {record['cache']['mode']}")
+          f"device {record['device']}  precision {record['precision']}  cache {record['cache']['mode']}")
     for result in record["probes"]:
         metric_names = list(result["metrics"]["test"])
         body = [[result["probe"], result["seed"], split] + [f"{metrics[name]:.4f}" for name in metric_names]
