@@ -16,13 +16,37 @@ def main(args) -> None:
 
     wanted = {kind for kind in _KINDS if getattr(args, f"only_{kind}", False) or args.what == kind} or set(_KINDS)
     if "tasks" in wanted:
-        _print_names("tasks", yaml_names(cards_dir()))
+        print("tasks:")
+        print(_indent(tasks_table(yaml_names(cards_dir()))))
+        print("  data layouts: docs/tasks.md (tiles, segmentation), docs/slides.md (slides, survival)")
     if "probes" in wanted:
         _print_names("probes", yaml_names(recipes_dir()))
     if "models" in wanted:
         print("models:")
         print(_indent(models_table()))
         print("  also: any timm architecture name, hf-hub:ORG/NAME, or ARCH --weights FILE")
+
+
+def tasks_table(names: list[str]) -> str:
+    """One row per shipped card: its kind and where its data come from, so a user sees which need a download."""
+    from evalsuite.reporting.leaderboard import format_table
+    from evalsuite.tasks.cards import load_card
+
+    body = []
+    for name in names:
+        card = load_card(name)
+        body.append([name, card.kind, _data_source(card.data_root)])
+    return format_table(["name", "kind", "data"], body)
+
+
+def _data_source(data_root: str | None) -> str:
+    if data_root is None:
+        return "needs --data-root DIR"
+    if data_root.startswith("package:"):
+        return "shipped with evalsuite"
+    if data_root.startswith("built:"):
+        return "built offline on first use"
+    return f"the card's data_root {data_root}"
 
 
 def models_table() -> str:

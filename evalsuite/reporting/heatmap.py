@@ -68,7 +68,7 @@ def _annotate(axes, image, table: WideTable) -> None:
                 axes.text(x, y, "no result", ha="center", va="center", fontsize=8, color="dimgrey")
                 continue
             spread = "" if cell.std is None else f" ± {cell.std:.3f}"
-            text = f"{cell.mean:.3f}{spread}\n{cell.probe}, n={len(cell.seeds)}, #{cell.rank:g}"
+            text = f"{cell.mean:.3f}{spread}\n{cell.probe}, seeds={len(cell.seeds)}, #{cell.rank:g}"
             axes.text(x, y, text, ha="center", va="center", fontsize=8, color=_text_colour(image, cell.mean))
 
 

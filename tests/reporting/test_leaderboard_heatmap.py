@@ -39,3 +39,19 @@ def test_an_unwritable_plot_format_is_a_one_line_error(tmp_path):
 def test_the_run_command_does_not_import_matplotlib():
     code = "import sys, evalsuite.cli, evalsuite.runner; print('matplotlib' in sys.modules)"
     assert subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout == "False\n"
+
+
+def test_heatmap_cells_say_seeds_not_n(tmp_path, monkeypatch):
+    """`n=3` read as a sample size; the cell counts seeds (issue 25 item 12): reference text `linear, seeds=3, #1`."""
+    from matplotlib.axes import Axes
+
+    from evalsuite.reporting.heatmap import save_heatmap
+    from evalsuite.reporting.leaderboard import read_rows
+    from evalsuite.reporting.wide import build_wide_table
+
+    for seed in range(3):
+        add_run(tmp_path / "leaderboard.csv", "A", "t1", seed, 0.5 + 0.01 * seed)
+    texts, real_text = [], Axes.text
+    monkeypatch.setattr(Axes, "text", lambda self, x, y, s, **kw: texts.append(s) or real_text(self, x, y, s, **kw))
+    save_heatmap(build_wide_table(read_rows(tmp_path / "leaderboard.csv")), tmp_path / "h.png")
+    assert texts == ["0.510 ± 0.010\nlinear, seeds=3, #1"]

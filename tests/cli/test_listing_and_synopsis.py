@@ -1,0 +1,43 @@
+"""`evalsuite list tasks` shows each card's kind and whether it needs --data-root; the README synopsis names every
+`run` option; Slurm logs are ignored by git (issue 25 item 12)."""
+
+import re
+import shutil
+import subprocess
+
+import pytest
+from conftest import REPO, run_cli
+
+
+def _task_rows(stdout: str) -> dict:
+    return {line.split()[0]: line for line in stdout.splitlines()[3:] if line.startswith("  ") and line.split()}
+
+
+def test_list_tasks_shows_kind_and_data_source():
+    result = run_cli("list", "tasks")
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.splitlines()[1].split() == ["name", "kind", "data"]
+    rows = _task_rows(result.stdout)
+    # Reference: the shipped cards' kind and data_root (datasets/*.yaml).
+    assert rows["demo"].split()[1:] == ["classification", "shipped", "with", "evalsuite"]
+    assert rows["demo_seg"].split()[1] == "segmentation"
+    assert rows["demo_slide"].split()[1:] == ["slide", "built", "offline", "on", "first", "use"]
+    assert rows["pannuke"].split()[1:] == ["segmentation", "needs", "--data-root", "DIR"]
+    assert rows["slide_survival_csv"].split()[1] == "survival"
+    assert "docs/tasks.md" in result.stdout and "docs/slides.md" in result.stdout
+
+
+def test_readme_synopsis_names_every_run_option():
+    """Reference: `evalsuite run --help`; --no-autocast is the old spelling of --precision fp32 (named in the text)."""
+    result = run_cli("run", "--help")
+    flags = set(re.findall(r"--[a-z][a-z-]*", result.stdout)) - {"--help", "--no-autocast"}
+    readme = (REPO / "README.md").read_text()
+    synopsis = readme[readme.index("evalsuite run --task TASK"):readme.index("evalsuite robustness --task")]
+    assert sorted(flag for flag in flags if flag not in synopsis) == []
+    assert "--pooling cls|cls+mean_patch|mean_patch" in synopsis
+
+
+@pytest.mark.skipif(shutil.which("git") is None or not (REPO / ".git").exists(), reason="needs a git checkout")
+def test_slurm_job_logs_are_ignored_by_git():
+    done = subprocess.run(["git", "check-ignore", "-q", "slurm-123456.out"], cwd=REPO)
+    assert done.returncode == 0  # 1: not ignored
