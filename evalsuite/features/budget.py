@@ -175,4 +175,4 @@ def format_plan(plan: Plan) -> str:
               f"disk {human_bytes(plan.disk_needed_bytes)} of {human_bytes(plan.disk_free_bytes)} free",
               "limits: " + ", ".join(f"{k} {human_bytes(v)}" for k, v in plan.sources.items()) +
               f"; margin {human_bytes(plan.margin_bytes)}; usable {human_bytes(plan.usable_bytes)}"]
-    return "\n".join(lines)
+    return "\n".join(lines + [f"note: {note}" for note in plan.notes])

@@ -61,7 +61,9 @@ def resolve_data_root(card, data_root: str | None) -> Path:
     """`--data-root` wins; else the card's `data_root`; `package:X` means data shipped with evalsuite."""
     root = data_root or card.data_root
     if root is None:
-        raise EvalsuiteError(f"task '{card.name}' needs its data: pass --data-root DIR")
+        from evalsuite.readers.card_facts import missing_data_message
+
+        raise EvalsuiteError(missing_data_message(card))
     if root.startswith(_PACKAGE_PREFIX):
         return shipped_data_dir() / root[len(_PACKAGE_PREFIX):]
     if root.startswith(_BUILT_PREFIX):

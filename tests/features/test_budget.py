@@ -138,3 +138,52 @@ def test_slurm_zero_memory_means_the_whole_node_not_a_zero_byte_limit(tmp_path, 
     limit. The reference: the limit left is the cgroup's, 3 GiB here, and no Slurm source at all."""
     sys_root, proc = _fake_roots(tmp_path, "0::/slurm/job_7", "fs/cgroup/slurm/job_7/memory.max", str(3 * GIB))
     assert memory_sources(env=env, sys_root=sys_root, proc_root=proc) == {"cgroup v2 memory.max": 3 * GIB}
+
+
+# PanNuke's fold sizes (Warwick release: 2,656 / 2,523 / 2,722 tiles) and the demo backbone's dense row, the
+# 7x7 grid of 1,280 channels that efficientnet_lite0 gives a 224 px input.
+PANNUKE_FOLDS = {"train": 2656, "val": 2523, "test": 2722}
+LITE0_GRID_ROW = [7, 7, 1280]
+
+
+def test_budget_without_data_plans_pannuke_from_its_card(tmp_path):
+    """Issue 25 item 4: `budget --task pannuke --mem 8G` without data answered only "needs its data". Reference:
+    the official fold sizes, cache bytes = tiles x 7 x 7 x 1280 x 2 (float16), labels = 7,901 masks of 256x256
+    uint8 bytes, and a note saying the plan came from the card."""
+    result = run_cli("budget", "--task", "pannuke", "--mem", "8G", "--json", "--out", tmp_path / "out")
+    assert result.returncode == 0, result.stderr
+    plan = json.loads(result.stdout)
+    assert {s["split"]: s["samples"] for s in plan["splits"]} == PANNUKE_FOLDS
+    assert all(s["row_shape"] == LITE0_GRID_ROW and not s["cached"] for s in plan["splits"])
+    assert [s["cache_bytes"] for s in plan["splits"]] == [n * 7 * 7 * 1280 * 2 for n in PANNUKE_FOLDS.values()]
+    assert sum(s["label_bytes"] for s in plan["splits"]) == 7901 * 256 * 256
+    assert plan["decision"] == "ram" and "planned from task card pannuke without its data" in plan["notes"][0]
+    assert not (tmp_path / "out").exists()  # planning writes nothing
+
+
+def test_card_plan_rows_match_the_plan_from_files(tmp_path):
+    """The card's plan must price a tile as the files' plan does: same row shape, same label bytes per tile
+    (256x256 uint8), on a 3/2/2-tile PanNuke in the released layout (reference: 65,536 label bytes a tile)."""
+    from conftest import make_pannuke
+
+    root = make_pannuke(tmp_path / "pannuke")
+    files = run_cli("budget", "--task", "pannuke", "--data-root", root, "--no-count-check", "--mem", "8G", "--json",
+                    "--out", tmp_path / "out")
+    assert files.returncode == 0, files.stderr
+    rows = {s["split"]: s for s in json.loads(files.stdout)["splits"]}
+    assert rows["train"]["row_shape"] == LITE0_GRID_ROW
+    assert rows["train"]["label_bytes"] == rows["train"]["samples"] * 256 * 256
+
+
+@pytest.mark.parametrize(("command", "task", "fragments"), [
+    ("run", "pannuke", ["'Fold N/images/foldN/images.npy'", "docs/tasks.md#segmentation-tasks"]),
+    ("budget", "crc", ["NCT-CRC-HE-100K/<CLASS>/*.tif", "docs/tasks.md#tile-classification-tasks",
+                       "official counts fix every split"]),
+    ("budget", "camelyon16", ["testing/reference.csv", "docs/slides.md"]),
+])
+def test_a_card_without_data_names_its_layout_and_docs_page(tmp_path, command, task, fragments):
+    """Issue 25 item 4: without --data-root, `run` and `budget` (for a card whose sizes the card cannot fix: a carved
+    val, slide tiles) name the layout to put there and the page describing it, as the layout error does."""
+    result = run_cli(command, "--task", task, "--mem", "8G", "--out", tmp_path / "out")
+    assert_one_line_error(result, "needs its data: pass --data-root DIR", *fragments)
+    assert not (tmp_path / "out").exists()

@@ -1,0 +1,90 @@
+"""What a task card says about its data before any of it is on disk.
+
+`budget` uses the official split sizes to plan a job before a 30 GB download, and a card run
+without `--data-root` names the layout to put there and the page that describes it. The facts
+are the readers' own constants (official counts, held-out ranges, layouts), not copies.
+"""
+
+from dataclasses import dataclass
+
+from evalsuite.readers import bach, bracs, breakhis, consep, crc, mhist, monusac, pannuke, pcam
+
+TILE_DOCS = "docs/tasks.md#tile-classification-tasks"
+SEG_DOCS = "docs/tasks.md#segmentation-tasks"
+SLIDE_DOCS = "docs/slides.md"
+# reader name -> (layout under --data-root, docs page)
+LAYOUTS = {
+    "bach": (bach.LAYOUT, TILE_DOCS),
+    "bracs": (bracs.LAYOUT, TILE_DOCS),
+    "breakhis": (breakhis.LAYOUT, TILE_DOCS),
+    "crc": (crc.LAYOUT, TILE_DOCS),
+    "mhist": (mhist.LAYOUT, TILE_DOCS),
+    "pcam": (pcam.LAYOUT, TILE_DOCS),
+    "pannuke": (pannuke.LAYOUT, SEG_DOCS),
+    "consep": (consep.LAYOUT, SEG_DOCS),
+    "monusac": (monusac.LAYOUT, SEG_DOCS),
+    "tile_csv": ("tiles.csv (columns image_path, label; optional split, patient) and the tiles it lists",
+                 "the card's description and docs/group_robustness.md"),
+    "slide_csv": ("slides.csv (columns slide_path, then label, or time and event; optional split, patient) and "
+                  "the slides it lists", SLIDE_DOCS),
+    "camelyon16": ("training/{normal,tumor}/*.tif, testing/images/test_NNN.tif and testing/reference.csv",
+                   SLIDE_DOCS),
+    "panda": ("train_images/<image_id>.tiff and train.csv", SLIDE_DOCS),
+}
+
+
+@dataclass(frozen=True)
+class OfficialSizes:
+    samples: dict  # {split: samples the reader gives on the complete dataset}
+    label_shape: tuple = ()  # one mask's shape for segmentation readers; () for class ids
+    source: str = ""  # where the sizes come from, for the plan's note
+
+
+def _bach(args: dict) -> OfficialSizes:
+    held_out = {"val": 0, "test": 0}
+    for ranges in bach.HELD_OUT.values():
+        for split, spans in ranges.items():
+            held_out[split] += sum(high - low + 1 for low, high in spans)
+    total = bach.IMAGES_PER_CLASS * len(bach.HELD_OUT)
+    return OfficialSizes({"train": total - held_out["val"] - held_out["test"], **held_out},
+                         source="BACH's 400 photos and the held-out image numbers")
+
+
+def _pannuke(args: dict) -> OfficialSizes | None:
+    folds = {"train": args.get("train_fold", 1), "val": args.get("val_fold", 2), "test": args.get("test_fold", 3)}
+    if sorted(folds.values()) != [1, 2, 3]:
+        return None
+    tile_px = 256  # the Warwick release's tiles; labels stay at this resolution
+    return OfficialSizes({split: pannuke.OFFICIAL_COUNTS[fold] for split, fold in folds.items()}, (tile_px, tile_px),
+                         source="PanNuke's fold sizes (Warwick release)")
+
+
+def _breakhis(args: dict) -> OfficialSizes | None:
+    counts = breakhis.OFFICIAL_COUNTS.get(args.get("labels", "subtype4"))
+    return OfficialSizes(dict(counts), source="the BreaKHis 40X split counts") if counts else None
+
+
+# Readers whose every split size follows from the card alone. A carved val (crc, mhist, consep) depends on the
+# class counts found on disk, and slide tasks cache tiles whose number only the tiling of the slides tells.
+_SIZES = {
+    "bach": _bach,
+    "bracs": lambda args: OfficialSizes(dict(bracs.OFFICIAL_COUNTS), source="BRACS's official split sizes"),
+    "pcam": lambda args: OfficialSizes(dict(pcam.OFFICIAL_COUNTS), source="PCam's official split sizes"),
+    "breakhis": _breakhis,
+    "pannuke": _pannuke,
+}
+
+SIZED_READERS = tuple(sorted(_SIZES))
+
+
+def official_sizes(card) -> OfficialSizes | None:
+    """The split sizes of the card's complete dataset, or None when the card alone does not fix them."""
+    sizes = _SIZES.get(card.reader)
+    return sizes(card.reader_args) if sizes else None
+
+
+def missing_data_message(card) -> str:
+    """The one line for a card run without data: what to put under --data-root and where it is described."""
+    layout, docs = LAYOUTS.get(card.reader, (None, "docs/tasks.md"))
+    expected = f"; it expects {layout} under it" if layout else ""
+    return f"task '{card.name}' needs its data: pass --data-root DIR{expected} (see {docs})"
