@@ -1,8 +1,13 @@
 """`evalsuite cache ls|verify|rm`: inspect, check and remove feature caches under --out."""
 
+import re
 from pathlib import Path
 
 from evalsuite.config import DEFAULT_OUT
+
+RANDOM_INIT_PREFIX = "random-init"  # the weights id of a --random-init backbone (models/backbones.py)
+SHORT_HASH_CHARS = 12
+HEX_DIGEST = re.compile(r"[0-9a-f]{64}")
 
 
 def add_parser(commands, common) -> None:
@@ -79,13 +84,23 @@ def main(args) -> None:
 def _ls(cache, keys) -> None:
     from evalsuite.features.budget import human_bytes
 
-    print(f"{'key':<26}{'size':>12}  {'status':<22}{'shape':<18}task/split  model")
+    print(f"{'key':<26}{'size':>12}  {'status':<22}{'shape':<18}task/split  model (weights, pooling, precision)")
     for key in keys:
         manifest = _read_manifest(cache, key)[0] or {}
         fields = manifest.get("fields", {})
         shape = "x".join(map(str, manifest.get("shape", [])))
         print(f"{key:<26}{human_bytes(cache.size_bytes(key)):>12}  {_status(cache, key):<22}{shape:<18}"
-              f"{fields.get('card', '?')}/{fields.get('split', '?')}  {fields.get('model', '?')}")
+              f"{fields.get('card', '?')}/{fields.get('split', '?')}  {_model_label(fields)}")
+
+
+def _model_label(fields: dict) -> str:
+    """What tells two caches of one model apart (pretrained or random weights, pooling, precision): the key is a
+    hash, and the model name alone is the same for all of them."""
+    weights = str(fields.get("weights_id", "?"))
+    name = fields.get("model", "?") + ("+random-init" if weights.startswith(RANDOM_INIT_PREFIX) else "")
+    short = HEX_DIGEST.sub(lambda match: match.group()[:SHORT_HASH_CHARS], weights)
+    layers = f", layers {','.join(map(str, fields['layers']))}" if "layers" in fields else ""
+    return f"{name} ({short}, pooling {fields.get('pooling', '-')}{layers}, {fields.get('precision', '?')})"
 
 
 def _verify(cache, keys) -> None:
