@@ -42,7 +42,9 @@ def main(args) -> None:
         _compare(args, source)
         return
     filters = Filters(tasks=_names(args.task), models=_names(args.model), probes=_names(args.probe))
-    table = build_wide_table(read_rows(source), args.split, args.metric, filters, source=str(source))
+    rows = read_rows(source)
+    table = build_wide_table(rows, args.split, args.metric, filters, source=str(source))
+    table.notes += _left_out_probe_notes(rows, table, filters, args.metric)
     if args.split == "test":  # predictions are stored for the test split only
         table = add_rank_intervals(table, args.out)
     if args.plot:  # before the wide CSV is written: a refused --plot leaves nothing behind
@@ -58,6 +60,34 @@ def main(args) -> None:
     # Notes and file paths go to stderr so `--format csv > file` stays pure CSV.
     for line in [f"note: {note}" for note in table.notes] + written:
         print(line, file=sys.stderr)
+
+
+def _left_out_probe_notes(rows: list, table, filters, metric: str | None) -> list[str]:
+    """Why a probe has no cell: none of its rows holds the metric shown (`invariance` rows hold cosine_* and
+    *_delta_*, not the headline), so an empty table says what to pass instead of printing nothing."""
+    from evalsuite.reporting.wide import RUN_COLUMN_METRICS
+
+    if metric in RUN_COLUMN_METRICS:  # a run's column, present on every row of the run
+        return []
+    wanted = (("task", filters.tasks), ("model", filters.models), ("probe", filters.probes))
+    kept = [r for r in rows if all(not names or r[column] in names for column, names in wanted)]
+    shown = ", ".join(sorted(set(table.metrics.values())))
+    notes = []
+    for probe in sorted({r["probe"] for r in kept}):
+        mine = [r for r in kept if r["probe"] == probe and r["split"] == table.split]
+        if any(r["metric"] == table.metrics.get(r["task"]) for r in mine):
+            continue
+        held = sorted({r["metric"] for r in mine})
+        where = f"its {table.split} rows hold {_some(held)}; pass --metric {held[0]}" if held else \
+            f"it has no {table.split} rows; pass --split with one it has"
+        empty = "the table is empty: " if not table.rows else ""
+        notes.append(f"{empty}probe '{probe}' has no {shown} rows on the {table.split} split, so it has no cell; "
+                     f"{where} --probe {probe}")
+    return notes
+
+
+def _some(names: list, most: int = 4) -> str:
+    return ", ".join(names[:most]) + (f" and {len(names) - most} more" if len(names) > most else "")
 
 
 def _write_wide(table, out: str) -> str:

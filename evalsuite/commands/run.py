@@ -40,7 +40,7 @@ def main(args) -> None:
     # Flags are checked before the heavy imports.
     config = run_config(args, probes=probes, seeds=_seeds(args), plots=args.plots)
     from evalsuite.reporting.commit import repair_half_commits
-    from evalsuite.reporting.leaderboard import format_table
+    from evalsuite.reporting.summary import summary_lines
     from evalsuite.runner import run
 
     for note in repair_half_commits(config.out_dir):  # a run killed while committing, said before hours of work
@@ -50,11 +50,7 @@ def main(args) -> None:
         return
     print(f"task {record['task']['name']}  model {record['model']['name']}  run {record['run_id']}  "
           f"device {record['device']}  precision {record['precision']}  cache {record['cache']['mode']}")
-    for result in record["probes"]:
-        metric_names = list(result["metrics"]["test"])
-        body = [[result["probe"], result["seed"], split] + [f"{metrics[name]:.4f}" for name in metric_names]
-                for split, metrics in result["metrics"].items()]
-        print(format_table(["probe", "seed", "split", *metric_names], body))
+    print("\n".join(summary_lines(record)))  # one table for all seeds: mean ± std and the test interval
     if record.get("intervals_note"):
         print(f"note: {record['intervals_note']}")
     print(f"results: {record['results_path']}")

@@ -6,6 +6,7 @@ import shlex
 from pathlib import Path
 
 from evalsuite.config import DEFAULT_OUT
+from evalsuite.reporting.summary import summary_lines
 
 SPLIT_ORDER = ["train", "val", "test"]
 
@@ -48,6 +49,9 @@ def describe(record: dict, path: Path) -> list[str]:
         lines.append(f"probe     none recorded (probes is {json.dumps(probes)})")
     for probe in probes if isinstance(probes, list) else []:
         lines += _probe_lines(probe if isinstance(probe, dict) else {})
+    summary = summary_lines(record)  # the seeds together, with the test intervals the per-seed lines leave out
+    if summary:
+        lines += [f"summary   {summary[0]}"] + [f"          {line}" for line in summary[1].splitlines()]
     if record.get("intervals_note"):
         lines.append(f"note      {record['intervals_note']}")
     lines.append(f"extracted {json.dumps(record.get('samples_extracted'), sort_keys=True)} samples (0: from the cache)")

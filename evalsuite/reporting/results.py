@@ -54,8 +54,15 @@ def find_run_json(out_dir: Path, run_id: str) -> Path:
     if len(matches) == 1:
         return matches[0]
     if matches:
-        raise EvalsuiteError(f"run id '{run_id}' matches {len(matches)} runs in {folder}; give more of it")
+        raise EvalsuiteError(f"run id '{run_id}' matches {len(matches)} runs in {folder}: {_listed(matches)}; "
+                             "give more of it")
     raise EvalsuiteError(f"no run '{run_id}' in {folder}; run ids are in leaderboard.csv's run_id column")
+
+
+def _listed(matches: list, most: int = 10) -> str:
+    """The run ids a prefix matched, so the user can copy one; a long list ends with how many more."""
+    ids = [path.stem for path in matches[:most]]
+    return ", ".join(ids) + (f" and {len(matches) - most} more" if len(matches) > most else "")
 
 
 def read_run_json(path: Path) -> dict:

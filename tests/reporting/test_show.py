@@ -74,7 +74,8 @@ def test_show_json_prints_the_stored_document_with_its_schema_and_cwd(runs):
 
 
 @pytest.mark.parametrize("run_id, fragments", [
-    ("20260101", ["matches 2 runs", "give more of it"]),
+    # The matches are listed (issue 25 item 8): reference, the two ids the fixture wrote on 2026-01-01.
+    ("20260101", ["matches 2 runs", ": 20260101T000000Z-aaaa1111, 20260101T000000Z-aaaa2222; give more of it"]),
     ("zzz", ["no run 'zzz'", "run_id column"]),
 ])
 def test_an_ambiguous_or_unknown_run_id_is_a_one_line_error(runs, run_id, fragments):
@@ -109,3 +110,33 @@ def test_a_real_run_is_shown_and_summarised(tmp_path):
     assert board.returncode == 0, board.stderr
     test_score = next(float(r["value"]) for r in rows if (r["split"], r["metric"]) == ("test", "balanced_accuracy"))
     assert f"{test_score:.4f} [knn, 1, #1]" in board.stdout
+
+
+def _seeded_record(run_id: str, card, sha: str) -> dict:
+    """Three seeds of knn; test f1_macro 0.5, 0.6, 0.7 with bootstrap intervals; val 0.6 each."""
+    record = fake_record(run_id, card, sha)
+    record["seeds"] = [0, 1, 2]
+    record["probes"] = [{"probe": "knn", "seed": seed, "recipe": {}, "selected_params": {"k": 3},
+                         "metrics": {"val": {"f1_macro": 0.6}, "test": {"f1_macro": test, "nll": 2.13}},
+                         "intervals_95": {"test": {"f1_macro": interval, "nll": [1.9, 2.4]}}}
+                        for seed, test, interval in ((0, 0.5, [0.4, 0.6]), (1, 0.6, [0.5, 0.7]), (2, 0.7, [0.45, 0.8]))]
+    return record
+
+
+def test_show_summarises_seeds_with_mean_std_and_the_test_interval(tmp_path):
+    """Issue 25 item 8. Reference by hand: f1_macro over 0.5, 0.6, 0.7 is 0.6000 ± 0.1000 (sample std); the test
+    interval spans the seeds' bootstrap bounds, 0.40 to 0.80; the headline (f1_macro) comes first."""
+    write_run_json(tmp_path, _seeded_record("20260104T000000Z-dddd5555", tmp_path / "c.yaml", "0" * 64))
+    lines = run_cli("show", "20260104", "--out", tmp_path).stdout.splitlines()
+    start = next(i for i, line in enumerate(lines) if line.startswith("summary   mean ± sample std over seeds 0, 1, 2"))
+    assert lines[start + 1].split() == ["probe", "metric", "train", "val", "test", "test", "95", "%"]
+    assert lines[start + 3].split() == ["knn", "f1_macro", "-", "0.6000", "±", "0.0000", "0.6000", "±", "0.1000",
+                                        "[0.4000,", "0.8000]"]
+    assert lines[start + 4].split() == ["knn", "nll", "-", "-", "2.1300", "±", "0.0000", "[1.9000,", "2.4000]"]
+
+
+def test_an_ambiguous_run_id_lists_at_most_ten_matches(tmp_path):
+    for index in range(12):
+        write_run_json(tmp_path, fake_record(f"20260105T0000{index:02d}Z-eeee", tmp_path / "c.yaml", "0" * 64))
+    result = run_cli("show", "20260105", "--out", tmp_path)
+    assert_one_line_error(result, "matches 12 runs", "20260105T000000Z-eeee, ", "20260105T000009Z-eeee and 2 more")
