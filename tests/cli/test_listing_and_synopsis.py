@@ -41,3 +41,17 @@ def test_readme_synopsis_names_every_run_option():
 def test_slurm_job_logs_are_ignored_by_git():
     done = subprocess.run(["git", "check-ignore", "-q", "slurm-123456.out"], cwd=REPO)
     assert done.returncode == 0  # 1: not ignored
+
+
+def test_readme_states_the_torch_bounds_of_pyproject_and_the_cpu_install():
+    """Issue 25 item 11. Reference: pyproject.toml's dependency lower bounds, and the pair CI tests (.ci/run)."""
+    tomllib = pytest.importorskip("tomllib")  # Python 3.11+
+    dependencies = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["dependencies"]
+    bounds = [d for d in dependencies if re.match(r"torch(vision)?>=", d)]
+    readme = (REPO / "README.md").read_text()
+    assert len(bounds) == 2 and all(f"`{bound}`" in readme for bound in bounds), bounds
+    cpu_install = next(line for line in readme.splitlines() if "--index-url" in line)
+    assert "https://download.pytorch.org/whl/cpu" in cpu_install
+    ci = (REPO / ".ci" / "run").read_text()
+    pins = re.findall(r"'(torch(?:vision)?==[0-9.]+)'", cpu_install)
+    assert len(pins) == 2 and all(pin in ci for pin in pins)  # the CPU command installs the pair CI tests
