@@ -11,8 +11,6 @@ OUT=${OUT:-evalsuite_out}
 MAX_REQUEUES=${MAX_REQUEUES:-5}
 EXIT_PREEMPTED=75   # evalsuite.errors.EXIT_PREEMPTED: stopped after a chunk, rerun resumes
 EXIT_REFUSE=3       # evalsuite.errors.EXIT_REFUSE: the RAM budget gate said no
-read -r -a EXTRA <<< "${EXTRA_ARGS:-}"
-read -r -a RUN_EXTRA <<< "${RUN_ARGS:-}"
 
 log() { printf '[evalsuite-job %s] %s\n' "$(date +%H:%M:%S)" "$*"; }
 summary() { printf 'summary: %s\n' "$*"; }
@@ -45,6 +43,69 @@ activate_env() {
     log "python $(command -v python), evalsuite $(python -c 'import evalsuite; print(evalsuite.__version__)')"
 }
 
+export_split_fragments() {  # the pieces of EXTRA_ARGS/RUN_ARGS that sbatch --export cut off at a comma
+    # sbatch splits --export=ALL,RUN_ARGS=--probes linear,knn at the comma: the job gets RUN_ARGS=--probes linear
+    # and ends OK with the wrong run. SLURM_EXPORT_ENV keeps the whole option; a piece that is no NAME or
+    # NAME=VALUE, or a bare NAME after one of our *_ARGS that the job does not have (Slurm exports a bare NAME
+    # from the submit shell), was part of a value. Slurm keeps commas inside "...".
+    python - <<'PYEOF'
+import os, re
+items, piece, quoted = [], "", False
+for char in os.environ.get("SLURM_EXPORT_ENV", ""):
+    if char == '"':
+        quoted = not quoted
+    if char == "," and not quoted:
+        items.append(piece)
+        piece = ""
+    else:
+        piece += char
+items.append(piece)
+owner, lost = None, {}
+for item in items:
+    named = re.match(r"([A-Za-z_]\w*)=", item)
+    if named or item in ("", "ALL", "NONE", "NIL"):
+        owner = named.group(1) if named else None
+    elif not re.fullmatch(r"[A-Za-z_]\w*", item) or (owner in ("EXTRA_ARGS", "RUN_ARGS") and item not in os.environ):
+        lost.setdefault(owner or "a value", []).append(item)
+for owner, pieces in lost.items():
+    print(f"{owner} (lost: {', '.join(repr(p) for p in pieces)})")
+PYEOF
+}
+
+args_from_file() {  # args_from_file ARRAY FILE: append FILE's arguments, one flag (and its value) per line
+    local -n into=$1
+    local line
+    [ -f "$2" ] || die 2 "$3=$2: no such file (one flag and its value per line; see docs/slurm.md)"
+    while IFS= read -r line || [ -n "$line" ]; do
+        line="${line#"${line%%[![:space:]]*}"}"
+        line="${line%"${line##*[![:space:]]}"}"
+        case "$line" in '' | '#'*) continue ;; esac
+        # `--data-root /data/my slides` is a flag and one value: the value keeps its spaces and commas.
+        if [[ "$line" =~ ^(-[^[:space:]=]+)[[:space:]]+(.*)$ ]]; then
+            into+=("${BASH_REMATCH[1]}" "${BASH_REMATCH[2]}")
+        else
+            into+=("$line")
+        fi
+    done < "$2"
+}
+
+unquote() {  # sbatch keeps commas inside --export=ALL,RUN_ARGS='"a,b"' but passes the quotes on
+    local value=$1
+    if [ "${#value}" -ge 2 ] && [ "${value:0:1}" = '"' ] && [ "${value: -1}" = '"' ]; then value=${value:1:-1}; fi
+    printf '%s' "$value"
+}
+
+collect_args() {  # EXTRA (budget and run) and RUN_EXTRA (run only): the *_ARGS words, then the *_ARGS_FILE lines
+    local lost
+    lost=$(export_split_fragments)
+    [ -z "$lost" ] || die 2 "sbatch --export split ${lost//$'\n'/; } at commas; put the arguments in a file, one flag per line, and pass RUN_ARGS_FILE=FILE or EXTRA_ARGS_FILE=FILE (docs/slurm.md)"
+    read -r -a EXTRA <<< "$(unquote "${EXTRA_ARGS:-}")"
+    read -r -a RUN_EXTRA <<< "$(unquote "${RUN_ARGS:-}")"
+    if [ -n "${EXTRA_ARGS_FILE:-}" ]; then args_from_file EXTRA "$EXTRA_ARGS_FILE" EXTRA_ARGS_FILE; fi
+    if [ -n "${RUN_ARGS_FILE:-}" ]; then args_from_file RUN_EXTRA "$RUN_ARGS_FILE" RUN_ARGS_FILE; fi
+    log "arguments for budget and run: ${EXTRA[*]@Q}; for run only: ${RUN_EXTRA[*]@Q}"  # quoted: spaces show
+}
+
 allocated_mem_mb() {  # this node's memory allocation in MB, from Slurm
     if [ -n "${SLURM_MEM_PER_NODE:-}" ]; then
         echo "$SLURM_MEM_PER_NODE"
@@ -57,7 +118,7 @@ allocated_mem_mb() {  # this node's memory allocation in MB, from Slurm
 }
 
 budget_gate() {  # plan the run against the allocation; exit before any extraction on refuse
-    local mem_mb plan rc
+    local mem_mb plan rc reason
     mem_mb=$(allocated_mem_mb)
     MEM_ARGS=()
     if [ -n "$mem_mb" ]; then MEM_ARGS=(--mem "${mem_mb}M"); fi
@@ -68,6 +129,7 @@ budget_gate() {  # plan the run against the allocation; exit before any extracti
     rc=$?
     cat "$GATE_LOG"
     plan=$(sed -n 's/^decision: \([a-z]*\).*/\1/p' "$GATE_LOG" | head -n1)
+    reason=$(sed -n 's/^evalsuite: error: //p' "$GATE_LOG" | head -n1)
     rm -f "$GATE_LOG"
     case "$rc" in
         0)
@@ -79,7 +141,7 @@ budget_gate() {  # plan the run against the allocation; exit before any extracti
             exit "$EXIT_REFUSE"
             ;;
         *)
-            die "$rc" "the budget command failed (exit $rc), see above"
+            die "$rc" "the budget command failed (exit $rc): ${reason:-see above}"
             ;;
     esac
 }
@@ -145,7 +207,7 @@ def mean(name, split):
 # The probe with the best mean val score, as the leaderboard picks it; its mean test score.
 best = max(entries, key=lambda name: -math.inf if math.isnan(mean(name, "val")) else mean(name, "val"))
 print(f"summary: OK task={r['task']['name']} model={r['model']['name']} {metric}(test)={mean(best, 'test'):.4f} "
-      f"probe={best} seeds={len(entries[best])} cache={r.get('cache', {}).get('mode', '?')} "
+      f"probe={best} seeds={len(entries[best])} device={r.get('device', '?')} cache={r.get('cache', {}).get('mode', '?')} "
       f"run={r['run_id']} results={path}")
 EOF
         exit 0
@@ -176,6 +238,7 @@ trap 'on_signal TERM' TERM
 log "job ${SLURM_JOB_ID:-none} on $(hostname) (restart ${SLURM_RESTART_COUNT:-0}): task=$TASK model=$MODEL out=$OUT" \
     "gpus=${SLURM_GPUS_ON_NODE:-0} CUDA_VISIBLE_DEVICES=${CUDA_VISIBLE_DEVICES:-unset}"
 activate_env
+collect_args
 mkdir -p "$OUT" || die 2 "cannot create OUT=$OUT"
 OUT=$(cd "$OUT" && pwd)
 budget_gate

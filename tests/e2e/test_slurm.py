@@ -42,10 +42,14 @@ pytestmark = [
 TEMPLATES = REPO / "sbatch"
 DEMO_SAMPLES = {"train": 333, "val": 106, "test": 112}
 ROWS_PER_RUN = 2 * 3 * 8  # probes x splits x metrics (4 of accuracy, 4 of calibration)
+# The cluster's GPUs are /dev/null: torch sees none, so every job that should run says --device cpu (without it the
+# job stops, test_gpu_job_whose_torch_sees_no_gpu_stops_with_the_reason).
+ON_CPU = "--device cpu"
 # Several chunks per split, so that every rank gets a shard of each split to extract.
-SHARDED = {"MODEL": "test_vit", "EXTRA_ARGS": "--random-init --chunk-rows 64"}
+SHARDED = {"MODEL": "test_vit", "EXTRA_ARGS": f"{ON_CPU} --random-init --chunk-rows 64"}
 # Settings the templates read: a developer's shell must not leak them into the jobs.
-_TEMPLATE_VARS = ("TASK", "MODEL", "OUT", "EXTRA_ARGS", "RUN_ARGS", "NPROC_PER_NODE", "MASTER_PORT",
+_TEMPLATE_VARS = ("TASK", "MODEL", "OUT", "EXTRA_ARGS", "RUN_ARGS", "EXTRA_ARGS_FILE", "RUN_ARGS_FILE",
+                  "NPROC_PER_NODE", "MASTER_PORT",
                   "EVALSUITE_SETUP", "MAX_REQUEUES")
 
 
@@ -142,8 +146,9 @@ def _check_one_set_of_rows(out: Path, cwd: Path, job_id: str, ranks: int) -> Non
 
 
 def test_1gpu_template_runs_the_default_demo_verbatim(cluster, tmp_path):
-    """`sbatch --wait sbatch/train_1gpu.sbatch`: one GPU, --mem=85G, the demo task and default model."""
-    rc, job = _sbatch(cluster, "train_1gpu.sbatch", tmp_path)
+    """`sbatch --wait sbatch/train_1gpu.sbatch`: one GPU, --mem=85G, the demo task and default model (on the CPU, as
+    the GPU is fake)."""
+    rc, job = _sbatch(cluster, "train_1gpu.sbatch", tmp_path, EXTRA_ARGS=ON_CPU)
     log = _log(tmp_path, job)
     assert rc == 0, _tail(tmp_path, job)
     summary = _summary(tmp_path, job)
@@ -164,12 +169,13 @@ def test_1gpu_template_runs_the_default_demo_verbatim(cluster, tmp_path):
     scores = [p["metrics"]["test"]["balanced_accuracy"] for p in record["probes"] if p["probe"] == probe]
     test_score = sum(scores) / len(scores)  # mean over seeds
     assert f"balanced_accuracy(test)={test_score:.4f}" in summary
+    assert " device=cpu " in summary and "  device cpu  " in log  # the summary line and the run header
 
 
 def test_budget_gate_refuses_before_any_extraction(cluster, tmp_path):
     """--mem=1G with --batch-size 1024 and 2 workers: 6 batches of 1024 x 3x224x224 float32 in flight do not fit."""
     rc, job = _sbatch(cluster, "train_1gpu.sbatch", tmp_path, "--mem=1G",
-                      EXTRA_ARGS="--batch-size 1024 --num-workers 2")
+                      EXTRA_ARGS=f"{ON_CPU} --batch-size 1024 --num-workers 2")
     log = _log(tmp_path, job)
     summary = _summary(tmp_path, job)
     assert summary.startswith("summary: REFUSED task=demo model=efficientnet_lite0_imagenet plan=refuse mem=1024M"), \
@@ -239,7 +245,7 @@ def _wait_for(predicate, timeout_s: float, what: str, cwd: Path, job_id: str, st
 def test_usr1_mid_extraction_requeues_and_resumes_without_recomputing(cluster, tmp_path):
     """The time-limit warning (--signal=B:USR1) mid-extraction: stop after the chunk, requeue, resume."""
     out = tmp_path / "evalsuite_out"
-    settings = {"MODEL": "test_vit", "EXTRA_ARGS": "--random-init --chunk-rows 32 --batch-size 32"}
+    settings = {"MODEL": "test_vit", "EXTRA_ARGS": f"{ON_CPU} --random-init --chunk-rows 32 --batch-size 32"}
     rc, job = _sbatch(cluster, "train_1gpu.sbatch", tmp_path, wait=False, **settings)
     assert rc == 0
     _wait_for(lambda: len(_chunks(out)) >= 2, 300, "two extracted chunks", tmp_path, job)
@@ -265,3 +271,45 @@ def test_usr1_mid_extraction_requeues_and_resumes_without_recomputing(cluster, t
     assert sum(record["samples_extracted"].values()) == total - done_rows, (record["samples_extracted"], done_rows)
     with open(out / "leaderboard.csv", newline="") as handle:
         assert len(list(csv.DictReader(handle))) == ROWS_PER_RUN
+
+
+def test_gpu_job_whose_torch_sees_no_gpu_stops_with_the_reason(cluster, tmp_path):
+    """Issue 25 item 2: Slurm gives the job a GPU (CUDA_VISIBLE_DEVICES=0) that torch cannot use; the job used to run
+    on the CPU and end OK. Now the budget gate stops it in one line with torch's reason, before any extraction."""
+    rc, job = _sbatch(cluster, "train_1gpu.sbatch", tmp_path)
+    log = _log(tmp_path, job)
+    assert rc == 2, _tail(tmp_path, job)  # evalsuite.errors.EXIT_USER
+    summary = _summary(tmp_path, job)
+    assert summary.startswith("summary: FAILED task=demo model=efficientnet_lite0_imagenet exit=2: "), summary
+    assert "CUDA_VISIBLE_DEVICES=0 says a GPU was allocated but torch" in summary and "pass --device cpu" in summary
+    assert "running:" not in log and not (tmp_path / "evalsuite_out" / "leaderboard.csv").exists()
+
+
+def test_list_flags_cut_by_export_commas_stop_the_job(cluster, tmp_path):
+    """Issue 25 item 1: sbatch splits --export at commas, so RUN_ARGS arrived as `--probes linear` and the job ran one
+    probe with one seed and ended OK. Now the job sees the lost pieces in SLURM_EXPORT_ENV and stops, naming the fix."""
+    rc, job = _sbatch(cluster, "train_1gpu.sbatch", tmp_path, "--export=ALL,RUN_ARGS=--probes linear,knn --seeds 0,1")
+    assert rc == 2, _tail(tmp_path, job)
+    summary = _summary(tmp_path, job)
+    assert "sbatch --export split RUN_ARGS (lost: 'knn --seeds 0', '1') at commas" in summary, summary
+    assert "RUN_ARGS_FILE=FILE" in summary and "running:" not in _log(tmp_path, job)
+
+
+def test_argument_files_and_quoted_export_values_keep_commas_and_spaces(cluster, tmp_path):
+    """Issue 25 item 1: EXTRA_ARGS_FILE (an --out with a space) and RUN_ARGS_FILE (--probes linear,knn, a relative
+    path) are read one flag per line; `--export=ALL,RUN_ARGS="--seeds 0,1"` with the quotes reaching sbatch keeps
+    its comma. Two probes x two seeds: 2 x ROWS_PER_RUN rows, seeds=2 in the summary."""
+    out = tmp_path / "my out"
+    extra = tmp_path / "extra.args"
+    extra.write_text(f"# for budget and run\n{ON_CPU}\n--random-init\n\n--out {out}\n")
+    (tmp_path / "run.args").write_text("--probes linear,knn\n")
+    rc, job = _sbatch(cluster, "train_1gpu.sbatch", tmp_path,
+                      '--export=ALL,RUN_ARGS="--seeds 0,1",RUN_ARGS_FILE=run.args', MODEL="test_vit",
+                      EXTRA_ARGS_FILE=str(extra))
+    assert rc == 0, _tail(tmp_path, job)
+    summary = _summary(tmp_path, job)
+    assert summary.startswith("summary: OK task=demo model=test_vit+random-init "), summary
+    assert " seeds=2 device=cpu " in summary and f"results={out}/runs/" in summary
+    rows = leaderboard_rows(out)
+    assert len(rows) == 2 * ROWS_PER_RUN
+    assert {(r["probe"], r["seed"]) for r in rows} == {("linear", "0"), ("linear", "1"), ("knn", "0"), ("knn", "1")}

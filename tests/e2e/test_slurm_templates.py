@@ -3,8 +3,11 @@
 Runs anywhere (no Slurm needed); tests/e2e/test_slurm.py submits them to a real Slurm.
 """
 
+import os
 import re
 import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 from conftest import REPO
@@ -79,3 +82,43 @@ def test_torchrun_templates_launch_as_issue_7_says():
     assert "launch srun " in multinode and "--rdzv_backend=c10d" in multinode
     assert 'HEAD_NODE=$(scontrol show hostnames "$SLURM_JOB_NODELIST" | head -n1)' in multinode
     assert '--rdzv_endpoint="$HEAD_NODE:$MASTER_PORT"' in multinode
+
+
+def _run_template_without_slurm(tmp_path, **settings) -> subprocess.CompletedProcess:
+    """train_1gpu.sbatch run by bash as a batch job would (no scontrol: _common.sh found beside it), with this
+    test's python on PATH."""
+    env = {"PATH": f"{Path(sys.executable).parent}:/usr/bin:/bin", "EVALSUITE_VENV": "", "HF_HUB_OFFLINE": "1",
+           "HOME": str(tmp_path), "EVALSUITE_DATA_HOME": os.environ.get("EVALSUITE_DATA_HOME", ""), **settings}
+    return subprocess.run(["bash", str(REPO / "sbatch" / "train_1gpu.sbatch")], cwd=tmp_path, env=env,
+                          capture_output=True, text=True, timeout=300)
+
+
+def test_export_value_cut_at_a_comma_stops_before_the_gate(tmp_path):
+    """Issue 25 item 1: what `sbatch --export=ALL,EXTRA_ARGS=--data-root /d,x --batch-size 8` leaves the job: EXTRA_ARGS
+    cut at the comma, the whole option in SLURM_EXPORT_ENV. The job stops with exit 2 naming the lost pieces."""
+    result = _run_template_without_slurm(
+        tmp_path, SLURM_EXPORT_ENV="ALL,TASK=demo,EXTRA_ARGS=--data-root /d,x --batch-size 8,MODEL=test_vit",
+        EXTRA_ARGS="--data-root /d", MODEL="test_vit")
+    assert result.returncode == 2, result.stdout + result.stderr
+    last = result.stdout.strip().splitlines()[-1]
+    assert last.startswith("summary: FAILED task=demo model=test_vit exit=2: sbatch --export split EXTRA_ARGS "
+                           "(lost: 'x --batch-size 8') at commas"), last
+    assert "RAM budget gate" not in result.stdout
+
+
+def test_argument_files_reach_budget_and_run_with_their_commas_and_spaces(tmp_path):
+    """EXTRA_ARGS_FILE: one flag and its value per line, comments and blank lines skipped, a value with spaces kept
+    whole. The gate sees exactly those arguments; --mem 1M (after the allocation's) makes it refuse at once."""
+    out = tmp_path / "my out"
+    (tmp_path / "extra.args").write_text(f"# budget and run\n--device cpu\n\n--random-init\n--out {out}\n--mem 1M\n")
+    result = _run_template_without_slurm(tmp_path, MODEL="test_vit", EXTRA_ARGS="--batch-size 8",
+                                         EXTRA_ARGS_FILE="extra.args", RUN_ARGS_FILE="missing.args")
+    assert result.returncode == 2, result.stdout + result.stderr
+    assert "summary: FAILED task=demo model=test_vit exit=2: RUN_ARGS_FILE=missing.args: no such file" in result.stdout
+    (tmp_path / "run.args").write_text("--probes linear,knn\n")
+    result = _run_template_without_slurm(tmp_path, MODEL="test_vit", EXTRA_ARGS="--batch-size 8",
+                                         EXTRA_ARGS_FILE="extra.args", RUN_ARGS_FILE="run.args")
+    assert (f"arguments for budget and run: '--batch-size' '8' '--device' 'cpu' '--random-init' '--out' '{out}' "
+            "'--mem' '1M'; for run only: '--probes' 'linear,knn'") in result.stdout, result.stdout
+    assert result.returncode == 3, result.stdout + result.stderr  # evalsuite.errors.EXIT_REFUSE: 1 MiB fits nothing
+    assert result.stdout.strip().splitlines()[-1].startswith("summary: REFUSED task=demo model=test_vit")
