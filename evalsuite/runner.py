@@ -27,7 +27,7 @@ from evalsuite.reporting.commit import commit_run
 from evalsuite.reporting.leaderboard import LEADERBOARD_FILE, check_appendable, rows_from_record
 from evalsuite.reporting.predictions import prediction_key, save_predictions
 from evalsuite.reporting.results import RUNS_FOLDER, run_record
-from evalsuite.runtime import distributed
+from evalsuite.runtime import distributed, progress
 from evalsuite.runtime.cpus import use_threads
 from evalsuite.storage.fsio import check_out_folder
 from evalsuite.tasks.cards import load_card
@@ -73,8 +73,11 @@ def _run(config: RunConfig, dist, device) -> dict | None:
                                     {split: info.get("skipped", []) for split, info in (features.slides or {}).items()})
 
     test_clusters = interval_clusters(reader, "test", len(split_data["test"][1]))
-    probe_results = [_run_probe(recipe, card, split_data, device, seed, test_clusters) for seed in config.seeds
-                     for recipe in recipes]
+    fits = [(recipe, seed) for seed in config.seeds for recipe in recipes]
+    probe_results = []
+    for number, (recipe, seed) in enumerate(fits, 1):  # progress lines say which fit of the run's grid they are
+        with progress.labelled(f"{recipe.name} seed {seed}, fit {number}/{len(fits)}"):
+            probe_results.append(_run_probe(recipe, card, split_data, device, seed, test_clusters))
     if test_sites is not None:
         probe_results.append(_group_robustness_result(card, split_data["test"], test_sites, test_clusters, device,
                                                       config.seeds[0]))

@@ -30,7 +30,7 @@ import scipy.io
 from PIL import Image
 
 REPO = Path(__file__).resolve().parents[1]
-_PROGRESS = re.compile(r"\|\s*\d+/\d+ \[")  # a tqdm progress-bar redraw
+_PROGRESS = re.compile(r"\|\s*\d+/\d+ \[|^progress: ")  # a tqdm progress-bar redraw, a probe's progress line
 
 
 @pytest.fixture(scope="module")

@@ -25,6 +25,7 @@ from evalsuite.errors import EvalsuiteError
 from evalsuite.metrics.segmentation import IGNORE_INDEX, SEGMENTATION_METRICS, image_confusions, metrics_from_confusion
 from evalsuite.probes.base import FittedProbe
 from evalsuite.probes.batches import iter_float32_batches
+from evalsuite.runtime.progress import Progress
 from evalsuite.storage.npy_rows import NpyRows
 
 _CHECK_ROWS = 256  # label rows scanned at once when validating class ids
@@ -109,6 +110,7 @@ class SegmentationProbe(FittedProbe):
             head = self.build_head(int(features.shape[-1])).to(self.device)
         optimizer = torch.optim.AdamW(head.parameters(), lr=self.lr, weight_decay=self.weight_decay)
         best_score, best_epoch, best_state, history = -np.inf, 0, None, []
+        progress = Progress(name, self.epochs)
         for epoch in range(1, self.epochs + 1):
             head.train()
             order = torch.randperm(len(labels), generator=generator).numpy()
@@ -127,6 +129,8 @@ class SegmentationProbe(FittedProbe):
             improved = np.isfinite(score) and (not np.isfinite(best_score) or score > best_score)
             if best_state is None or improved:
                 best_score, best_epoch, best_state = score, epoch, copy.deepcopy(head.state_dict())
+            progress.update(epoch, f"val {selection_metric} {score:.4f}, best {best_score:.4f} (epoch {best_epoch})")
+        progress.close(f"kept epoch {best_epoch}, val {selection_metric} {best_score:.4f}")
         head.load_state_dict(best_state)
         self.head_ = head.eval()
         self.val_history_ = history  # the selection metric on val after each epoch

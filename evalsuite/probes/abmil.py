@@ -28,6 +28,7 @@ from evalsuite.probes.base import FittedProbe
 from evalsuite.probes.batches import epoch_permutation
 from evalsuite.probes.cox import check_train_val, cox_loss
 from evalsuite.probes.linear import balanced_class_weights
+from evalsuite.runtime.progress import Progress
 
 
 class GatedAttentionMIL(nn.Module):
@@ -172,17 +173,21 @@ class ABMILProbe(FittedProbe):
         tile_generator = torch.Generator().manual_seed(int(np.random.SeedSequence([self.seed, 1]).generate_state(1)[0]))
         loss_of, val_loss_of = self._loss_function(targets), self._loss_function(val_targets)
         best, best_key = None, None  # best: (epoch, score, val loss, weights)
+        progress = Progress("abmil", self.epochs)
         for epoch in range(self.epochs):
             self._train_epoch(bags, loss_of, optimizer, epoch, tile_generator)
             if scheduler is not None:
                 scheduler.step()
             value, val_loss = self._val_check(val_bags, val_targets, score, val_loss_of)
+            progress.update(epoch + 1, f"val score {value:.4f}, val loss {val_loss:.4f}")
             key = (np.nan_to_num(value, nan=-np.inf), -np.nan_to_num(val_loss, nan=np.inf) if self.val_loss_ties else 0)
             if best is None or key > best_key:
                 best_key = key
                 best = (epoch, value, val_loss, {k: v.detach().clone() for k, v in self.model_.state_dict().items()})
             elif self.patience is not None and epoch - best[0] >= self.patience:
                 break  # as Lightning's EarlyStopping(patience, min_delta=0), which eva's configs use
+        progress.close(f"kept epoch {best[0] + 1}, val score {best[1]:.4f}"
+                       + (" (early stop)" if epoch + 1 < self.epochs else ""))
         self.model_.load_state_dict(best[3])
         return best[0], best[1], best[2], epoch + 1
 

@@ -12,6 +12,7 @@ from evalsuite.metrics.classification import METRICS
 from evalsuite.probes._validate import check_features_labels
 from evalsuite.probes.base import FittedProbe
 from evalsuite.probes.batches import iter_float32_batches
+from evalsuite.runtime.progress import Progress
 
 
 class KNNProbe(FittedProbe):
@@ -46,6 +47,8 @@ class KNNProbe(FittedProbe):
         all_sims, all_indices = [], []
         query_order = np.arange(len(queries))
         bank_order = np.arange(len(self.bank_))
+        # Each query batch reads the whole bank: on a large split this loop is the kNN probe's minutes.
+        progress = Progress("knn", -(-len(queries) // self.batch_size), unit="query batch")
         for _, query in iter_float32_batches(queries, query_order, self.batch_size, self.device):
             query = torch.nn.functional.normalize(query, dim=1)
             best_sims = torch.full((len(query), 0), -2.0, device=self.device)
@@ -59,6 +62,8 @@ class KNNProbe(FittedProbe):
                 best_sims, best_indices = top.values, merged_indices.gather(1, top.indices)
             all_sims.append(best_sims)
             all_indices.append(best_indices)
+            progress.update(len(all_sims))
+        progress.close()
         return torch.cat(all_sims), torch.cat(all_indices)
 
     def _vote(self, sims: torch.Tensor, neighbours: torch.Tensor, k: int) -> np.ndarray:

@@ -17,6 +17,7 @@ from evalsuite.probes._validate import check_features_labels
 from evalsuite.probes.base import FittedProbe
 from evalsuite.probes.batches import BatchSource, iter_float32_batches
 from evalsuite.probes.linear_heads import LinearHeads
+from evalsuite.runtime.progress import Progress
 
 
 class LinearProbe(FittedProbe):
@@ -35,9 +36,9 @@ class LinearProbe(FittedProbe):
     def fit(self, features, labels, val_features, val_labels, selection_metric: str = "balanced_accuracy"):
         labels = check_features_labels(features, labels, self.num_classes, "linear probe train split")
         val_labels = check_features_labels(val_features, val_labels, self.num_classes, "linear probe val split")
-        heads = self._train_heads(features, labels)
-        val_proba = self._proba(heads.logits, val_features, heads.num_heads)
-        scores = [METRICS[selection_metric](val_labels, val_proba[:, h]) for h in range(heads.num_heads)]
+        val = (val_features, val_labels, selection_metric)
+        heads = self._train_heads(features, labels, val)
+        scores = self._val_scores(heads, *val)
         best = int(np.argmax(scores))
         self.head_ = heads.head(best)
         lr, wd = self.grid[best]
@@ -47,16 +48,30 @@ class LinearProbe(FittedProbe):
     def predict_proba(self, features) -> np.ndarray:
         return self._proba(lambda batch: self.head_(batch)[:, None], features, 1)[:, 0]
 
-    def _train_heads(self, features, labels) -> LinearHeads:
+    def _train_heads(self, features, labels, val: tuple | None = None) -> LinearHeads:
+        """The grid's heads trained on (features, labels); `val` = (features, labels, metric) for progress lines."""
         generator = torch.Generator().manual_seed(self.seed)
         heads = LinearHeads(features.shape[1], self.num_classes, self.grid, self.device, generator,
                             class_weights=self._class_weights(labels))
         source = BatchSource(features, labels, self.device, read_rows=self.stream_read_rows)
         batch_size = min(self.batch_size, len(labels))  # drop_last must not drop a whole small split
+
+        def status() -> str:  # a val pass, run only when a progress line is due (at most one per tenth of the epochs)
+            if val is None:
+                return ""
+            return f"best of {heads.num_heads} heads: val {val[2]} {max(self._val_scores(heads, *val)):.4f}"
+
+        progress = Progress("linear", self.epochs)
         for epoch in range(self.epochs):
             for batch, target in source.epoch(epoch, batch_size, seed=self.seed):
                 heads.step(batch, target)
+            progress.update(epoch + 1, status)
+        progress.close()
         return heads
+
+    def _val_scores(self, heads: LinearHeads, val_features, val_labels, selection_metric: str) -> list[float]:
+        val_proba = self._proba(heads.logits, val_features, heads.num_heads)
+        return [METRICS[selection_metric](val_labels, val_proba[:, h]) for h in range(heads.num_heads)]
 
     def _class_weights(self, labels: np.ndarray) -> torch.Tensor | None:
         if self.class_weight != "balanced":

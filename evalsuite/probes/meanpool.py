@@ -28,6 +28,7 @@ from evalsuite.probes.base import FittedProbe
 from evalsuite.probes.batches import BatchSource, iter_float32_batches
 from evalsuite.probes.cox import check_train_val, cox_loss
 from evalsuite.probes.linear import LinearProbe, _as_list
+from evalsuite.runtime.progress import Progress
 
 MOMENT_CHUNK_ROWS = 4096  # vectors upcast at a time for the train mean and standard deviation
 
@@ -124,6 +125,7 @@ class MeanPoolProbe(FittedProbe):
                                       for w, (lr, wd) in zip(heads, self.cox_grid)])
         source = BatchSource(pooled, targets, self.device)
         batch_size = min(self.cox_batch_size or len(targets), len(targets))
+        progress = Progress("meanpool cox", self.cox_epochs)
         for epoch in range(self.cox_epochs):
             for batch, target in source.epoch(epoch, batch_size, seed=self.seed):
                 if not target[:, 1].any():
@@ -132,6 +134,8 @@ class MeanPoolProbe(FittedProbe):
                 optimizer.zero_grad(set_to_none=True)
                 cox_loss(risks, target[:, 0], target[:, 1]).sum().backward()
                 optimizer.step()
+            progress.update(epoch + 1)
+        progress.close()
         return torch.stack(heads, dim=1).detach()
 
     @torch.no_grad()

@@ -1,0 +1,91 @@
+"""Progress of probe training as a Slurm log receives it: stderr a pipe, not a terminal (issue 25 item 3)."""
+
+import io
+import re
+
+import pytest
+from conftest import make_pannuke, make_pcam, run_cli
+
+from evalsuite.runtime.progress import Progress, labelled
+
+FAST = ["--model", "test_vit", "--random-init", "--num-workers", "0", "--no-count-check", "--batch-size", "16"]
+LINEAR = "name: quick_linear\nprobe: linear\nparams:\n  lr: [0.01, 0.001]\n  weight_decay: [0.0]\n  epochs: 20\n"
+MASK = ("name: quick_mask\nprobe: seg_masktransformer\nparams:\n  d_model: 32\n  n_heads: 2\n  d_ff: 64\n"
+        "  epochs: 4\n  batch_size: 2\n")
+EVERY_LINE = {"EVALSUITE_PROGRESS_AFTER_S": "0"}  # the 5 s grace would hide the lines of a tiny fit
+
+
+def _cached_rerun(args, tmp_path, env):
+    """The run twice: the second reads the cache, so its stderr holds the probes' output alone (the extraction bar
+    belongs to features/)."""
+    first = run_cli(*args, env={"TQDM_DISABLE": "1"})
+    assert first.returncode == 0, first.stderr
+    again = run_cli(*args, env=env)
+    assert again.returncode == 0, again.stderr
+    return again.stderr
+
+
+def _progress_lines(stderr: str) -> list[str]:
+    return [line for line in stderr.split("\n") if line.startswith("progress: ")]
+
+
+def test_linear_fits_report_epochs_with_the_val_metric_in_plain_lines(tmp_path):
+    root, recipe = make_pcam(tmp_path / "data"), tmp_path / "quick_linear.yaml"
+    recipe.write_text(LINEAR)
+    args = ["run", "--task", "pcam", "--data-root", root, "--out", tmp_path / "out", *FAST, "--probes", recipe,
+            "--seeds", "0,1"]
+    stderr = _cached_rerun(args, tmp_path, EVERY_LINE)
+    assert "\r" not in stderr  # before: nothing at all was printed while a probe trained
+    lines = _progress_lines(stderr)
+    for seed, fit in ((0, 1), (1, 2)):
+        ours = [line for line in lines if line.startswith(f"progress: quick_linear seed {seed}, fit {fit}/2: ")]
+        epochs = [int(m.group(1)) for m in map(re.compile(r": epoch (\d+)/20, ").search, ours) if m]
+        assert epochs == [2, 4, 6, 8, 10, 12, 14, 16, 18, 20], ours  # one line per tenth of the 20 epochs
+        assert all("val balanced_accuracy 0." in line for line in ours[:-1]), ours
+        assert ours[-1].startswith(f"progress: quick_linear seed {seed}, fit {fit}/2: done, epoch 20/20 in ")
+
+
+def test_mask_transformer_reports_every_epoch_of_a_short_fit(tmp_path):
+    root, recipe = make_pannuke(tmp_path / "data"), tmp_path / "quick_mask.yaml"
+    recipe.write_text(MASK)
+    args = ["run", "--task", "pannuke", "--data-root", root, "--out", tmp_path / "out", *FAST, "--probes", recipe]
+    stderr = _cached_rerun(args, tmp_path, EVERY_LINE)
+    assert "\r" not in stderr
+    lines = _progress_lines(stderr)
+    assert [line.split(": ")[2].split(",")[0] for line in lines] == ["epoch 1/4", "epoch 2/4", "epoch 3/4",
+                                                                      "epoch 4/4", "done"], lines
+    assert all(line.startswith("progress: quick_mask seed 0, fit 1/1: ") for line in lines)
+    assert all(", val dice_fg_mean " in line for line in lines[:-1]) and "kept epoch " in lines[-1], lines
+
+
+def test_a_long_loop_gets_at_most_a_line_per_tenth(monkeypatch):
+    monkeypatch.setenv("EVALSUITE_PROGRESS_AFTER_S", "0")
+    log = io.StringIO()  # not a terminal: plain lines
+    with labelled("grid"):
+        progress = Progress("unused", 1000, unit="config", stream=log)
+        for done in range(1, 1001):
+            progress.update(done, lambda: "ok")
+        progress.close()
+    lines = log.getvalue().splitlines()
+    assert len(lines) == 11 and lines[0] == "progress: grid: config 100/1000, ok, " + lines[0].split(", ")[-1]
+    assert lines[-1].startswith("progress: grid: done, config 1000/1000 in ")
+
+
+@pytest.mark.parametrize("value", ["x", "-3"])
+def test_a_bad_delay_falls_back_to_a_valid_one(monkeypatch, value):
+    monkeypatch.setenv("EVALSUITE_PROGRESS_AFTER_S", value)
+    log = io.StringIO()
+    progress = Progress("loop", 10, stream=log)
+    progress.update(10)
+    progress.close()
+    assert ("progress: loop: done" in log.getvalue()) == (value == "-3")  # -3 is clamped to 0: every line
+
+
+def test_a_loop_shorter_than_the_delay_prints_nothing(monkeypatch):
+    monkeypatch.setenv("EVALSUITE_PROGRESS_AFTER_S", "1000")  # the default is 5 s: sub-second fits stay quiet
+    log = io.StringIO()
+    progress = Progress("loop", 10, stream=log)
+    for done in range(1, 11):
+        progress.update(done, "ok")
+    progress.close("summary")
+    assert log.getvalue() == ""
