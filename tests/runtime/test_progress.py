@@ -89,3 +89,22 @@ def test_a_loop_shorter_than_the_delay_prints_nothing(monkeypatch):
         progress.update(done, "ok")
     progress.close("summary")
     assert log.getvalue() == ""
+
+
+def test_the_linear_probes_progress_lines_leave_its_fit_unchanged(monkeypatch, capsys):
+    """The val pass behind each line must not move the heads: the same seed gives the same weights, lines or not."""
+    import numpy as np
+
+    from evalsuite.probes.linear import LinearProbe
+
+    rng = np.random.default_rng(0)
+    labels = np.arange(90) % 3
+    features = (rng.normal(size=(90, 8)) + labels[:, None]).astype(np.float16)
+    weights = {}
+    for after_s in ("0", "1000"):
+        monkeypatch.setenv("EVALSUITE_PROGRESS_AFTER_S", after_s)
+        probe = LinearProbe(3, lr=[1e-2, 1e-3], epochs=10, batch_size=16).fit(features, labels, features, labels)
+        weights[after_s] = (probe.head_.weight.detach().numpy().copy(), probe.selected_params_)
+        lines = capsys.readouterr().err.splitlines()
+        assert len(lines) == (11 if after_s == "0" else 0), lines
+    assert np.array_equal(weights["0"][0], weights["1000"][0]) and weights["0"][1] == weights["1000"][1]
