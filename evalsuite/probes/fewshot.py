@@ -19,6 +19,7 @@ from evalsuite.metrics.classification import compute_metrics
 from evalsuite.probes._validate import check_features_labels
 from evalsuite.probes.base import SplitScoringProbe
 from evalsuite.probes.batches import iter_float32_batches
+from evalsuite.runtime.progress import Progress
 
 # What `evaluate`'s intervals are, for the run JSON beside them (the bootstrap's are "patient", "tile", ...).
 INTERVAL_UNIT = "support_set_spread"
@@ -45,7 +46,8 @@ class FewShotProbe(SplitScoringProbe):
         test_y = check_features_labels(test_x, test_y, self.num_classes, f"few-shot probe {split} split")
         rng = np.random.default_rng(self.seed)
         means, intervals = {}, {}
-        for shots in self.shots:
+        progress = Progress("fewshot", len(self.shots), unit="config")  # a config: one shot count, all its sets
+        for number, shots in enumerate(self.shots, 1):
             supports = [self._support_indices(train_y, shots, rng) for _ in range(self.support_sets)]
             scores = self._scores(train_x, train_y, supports, test_x)
             per_set = [compute_metrics(test_y, s) for s in scores]
@@ -54,6 +56,9 @@ class FewShotProbe(SplitScoringProbe):
                 means[f"{name}_{shots}shot"] = float(np.nanmean(values))
                 intervals[f"{name}_{shots}shot"] = (float(np.nanpercentile(values, 2.5)),
                                                     float(np.nanpercentile(values, 97.5)))
+            progress.update(number, f"{shots}-shot x {self.support_sets} sets: {split} balanced_accuracy "
+                                    f"{means.get(f'balanced_accuracy_{shots}shot', float('nan')):.4f}")
+        progress.close()
         return means, intervals
 
     def _support_indices(self, labels: np.ndarray, shots: int, rng) -> np.ndarray:

@@ -108,3 +108,18 @@ def test_the_linear_probes_progress_lines_leave_its_fit_unchanged(monkeypatch, c
         lines = capsys.readouterr().err.splitlines()
         assert len(lines) == (11 if after_s == "0" else 0), lines
     assert np.array_equal(weights["0"][0], weights["1000"][0]) and weights["0"][1] == weights["1000"][1]
+
+
+def test_fewshot_reports_each_shot_count_as_a_config(monkeypatch, capsys):
+    import numpy as np
+
+    from evalsuite.probes import FewShotProbe
+
+    monkeypatch.setenv("EVALSUITE_PROGRESS_AFTER_S", "0")
+    rng = np.random.default_rng(0)
+    labels = np.arange(60) % 3
+    features = (rng.normal(size=(60, 8)) + labels[:, None]).astype(np.float16)
+    FewShotProbe(3, shots=[1, 2, 4], support_sets=5).evaluate({"train": (features, labels), "test": (features, labels)})
+    lines = capsys.readouterr().err.splitlines()
+    assert [line.split(", ")[0] for line in lines[:3]] == [f"progress: fewshot: config {k}/3" for k in (1, 2, 3)]
+    assert "4-shot x 5 sets: test balanced_accuracy 0." in lines[2] and lines[3].startswith("progress: fewshot: done")
