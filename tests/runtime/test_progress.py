@@ -123,3 +123,22 @@ def test_fewshot_reports_each_shot_count_as_a_config(monkeypatch, capsys):
     lines = capsys.readouterr().err.splitlines()
     assert [line.split(", ")[0] for line in lines[:3]] == [f"progress: fewshot: config {k}/3" for k in (1, 2, 3)]
     assert "4-shot x 5 sets: test balanced_accuracy 0." in lines[2] and lines[3].startswith("progress: fewshot: done")
+
+
+def test_abmil_reports_epochs_and_the_kept_one(monkeypatch, capsys):
+    import numpy as np
+
+    from evalsuite.features.bags import SlideBags
+    from evalsuite.probes import ABMILProbe
+
+    monkeypatch.setenv("EVALSUITE_PROGRESS_AFTER_S", "0")
+    rng = np.random.default_rng(0)
+    targets = np.arange(8) % 2
+    tiles = np.concatenate([rng.normal(size=(3, 4)) + t for t in targets]).astype(np.float16)
+    bags = SlideBags(tiles, np.arange(0, 25, 3))
+    with labelled("abmil seed 0, fit 1/1"):
+        ABMILProbe(2, epochs=5, patience=None, batch_size=4).fit(bags, targets, bags, targets)
+    lines = capsys.readouterr().err.splitlines()
+    assert [line.split(", ")[1] for line in lines[:5]] == [f"fit 1/1: epoch {k}/5" for k in range(1, 6)], lines
+    assert all("val score " in line and "val loss " in line for line in lines[:5])
+    assert lines[5].startswith("progress: abmil seed 0, fit 1/1: done, epoch 5/5 in ") and "kept epoch " in lines[5]
