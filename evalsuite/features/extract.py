@@ -13,17 +13,16 @@ command resumes it.
 
 import contextlib
 import signal
-import sys
 import threading
 
 import numpy as np
 import torch
-from tqdm import tqdm
 
 from evalsuite.errors import EXIT_PREEMPTED, EvalsuiteError
 from evalsuite.features.cache import CACHE_DTYPE
 from evalsuite.runtime.devices import loader_kwargs
 from evalsuite.runtime.precision import autocast_context
+from evalsuite.runtime.progress import Progress
 
 FLOAT16_MAX = float(np.finfo(np.float16).max)
 _STOP_SIGNALS = (signal.SIGTERM, signal.SIGUSR1)
@@ -117,9 +116,10 @@ def extract_to_cache(backbone, dataset, writer, device: torch.device, *, batch_s
     chunk_rows = max(stop - start for _, start, stop in pending)
     buffer = np.empty((chunk_rows, *writer.row_shape), dtype=CACHE_DTYPE)
     forwarded = 0
+    done_before = len(dataset) - sum(b - a for _, a, b in pending)
+    # A bar on a terminal; plain lines at each tenth in a Slurm log or a pipe (runtime/progress.py).
     with batches_of(loader) as batches, stop_after_chunk_on_signals() as stop, torch.inference_mode(), \
-            tqdm(total=len(dataset), initial=len(dataset) - sum(b - a for _, a, b in pending), desc=description,
-                 unit="img", leave=False, mininterval=_progress_interval_s(), disable=not show_progress) as bar:
+            Progress(description, len(dataset), unit="img", initial=done_before, enabled=show_progress) as progress:
         for index, start, stop_row in pending:
             filled = 0
             while filled < stop_row - start:
@@ -132,7 +132,7 @@ def extract_to_cache(backbone, dataset, writer, device: torch.device, *, batch_s
                 rows = _checked_rows(output[:wanted].float(), writer.row_shape, start + filled, description)
                 buffer[filled : filled + len(rows)] = rows.to(torch.float16).cpu().numpy()
                 filled += len(rows)
-                bar.update(len(rows))
+                progress.update(done_before + forwarded + filled)
             writer.write_chunk(index, buffer[:filled])
             forwarded += filled
             if stop.signal_name:  # also after the split's last chunk: the next split would ignore the request
@@ -156,11 +156,6 @@ def _memory_format(model) -> torch.memory_format:
     # convolution is its patch embedding, which gains nothing.
     is_vit = hasattr(model, "patch_embed")
     return torch.contiguous_format if is_vit else torch.channels_last
-
-
-def _progress_interval_s() -> float:
-    # Slurm job logs are not terminals: redraw rarely there instead of flooding the log.
-    return 0.1 if sys.stderr.isatty() else 10.0
 
 
 def _checked_rows(rows: torch.Tensor, row_shape: tuple, offset: int, description: str) -> torch.Tensor:

@@ -19,7 +19,6 @@ from pathlib import Path
 import numpy as np
 import torch
 from torchvision import transforms as T
-from tqdm import tqdm
 
 from evalsuite.errors import EvalsuiteError
 from evalsuite.readers.base import Reader
@@ -27,6 +26,7 @@ from evalsuite.readers.patients import check_patient_targets, first_slides, pati
 from evalsuite.readers.slide_manifest import SlideRecord
 from evalsuite.readers.tissue import read_tile_at, tile_grid
 from evalsuite.readers.wsi import cached_slide, slide_mpp
+from evalsuite.runtime.progress import Progress
 from evalsuite.tasks.kinds import KINDS
 
 TILING_DEFAULTS = {"target_mpp": 0.5, "tile_size_px": 224, "min_tissue_fraction": 0.5, "mpp": None, "max_tiles": None}
@@ -102,14 +102,16 @@ def tile_slides(records: list, tiling: dict, skip_bad: bool, num_workers: int, d
     loader = torch.utils.data.DataLoader(_TileOneSlide(records, tiling), batch_size=None,
                                          num_workers=min(num_workers, len(records)))
     grids, skipped = {}, []
-    for index, grid, error in tqdm(loader, total=len(records), desc=f"{description}: tissue", unit="slide",
-                                   leave=False):
-        if error is None:
-            grids[index] = grid
-            continue
-        if not skip_bad:
-            raise EvalsuiteError(f"{error} (or pass --skip-bad-slides to leave such slides out)")
-        skipped.append({"slide": records[index].slide_id, "path": str(records[index].path), "reason": error})
+    with Progress(f"{description}: tissue", len(records), unit="slide") as progress:
+        for done, (index, grid, error) in enumerate(loader, start=1):
+            progress.update(done)
+            if error is not None and not skip_bad:
+                raise EvalsuiteError(f"{error} (or pass --skip-bad-slides to leave such slides out)")
+            if error is None:
+                grids[index] = grid
+            else:
+                record = records[index]
+                skipped.append({"slide": record.slide_id, "path": str(record.path), "reason": error})
     kept = [i for i in range(len(records)) if i in grids]
     if not kept:
         raise EvalsuiteError(f"{description}: no slide could be tiled ({len(skipped)} skipped: "

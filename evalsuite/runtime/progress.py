@@ -45,19 +45,23 @@ class Progress:
     """`update(done, status)` after each step of a loop of `total`; `status` is text, or a callable called only when a
     line or the bar's postfix is due (it may cost a val pass). `close(summary)` ends the loop."""
 
-    def __init__(self, default_label: str, total: int, unit: str = "epoch", stream=None):
+    def __init__(self, default_label: str, total: int, unit: str = "epoch", stream=None, initial: int = 0,
+                 enabled: bool = True):
+        """`initial`: steps done before (a resumed extraction); `enabled=False`: silent (torchrun's other ranks)."""
         self.label = _LABEL.get() or default_label
-        self.total, self.unit = max(int(total), 1), unit
+        self.total, self.unit, self.enabled = max(int(total), 1), unit, enabled
         self.stream = stream if stream is not None else sys.stderr
         self.after_s = _after_s()
         self.started_s = time.monotonic()
-        self.last_line_s, self.last_tenth, self.lines = self.started_s, 0, 0
-        self.done = 0
+        self.done = int(initial)
+        self.last_line_s, self.last_tenth, self.lines = self.started_s, self.done * 10 // self.total, 0
         is_tty = getattr(self.stream, "isatty", lambda: False)()
-        self.bar = tqdm(total=self.total, desc=self.label, unit=unit, leave=False, file=self.stream,
-                        delay=self.after_s, mininterval=0.5) if is_tty else None
+        self.bar = tqdm(total=self.total, initial=self.done, desc=self.label, unit=unit, leave=False,
+                        file=self.stream, delay=self.after_s, mininterval=0.5) if is_tty and enabled else None
 
     def update(self, done: int, status=None) -> None:
+        if not self.enabled:
+            return
         now = time.monotonic()
         step, self.done = done - self.done, done
         if self.bar is not None:
@@ -75,12 +79,24 @@ class Progress:
                        + f", {now - self.started_s:.1f} s")
 
     def close(self, summary: str = "") -> None:
+        if not self.enabled:
+            return
         elapsed_s = time.monotonic() - self.started_s
         if self.bar is not None:
             self.bar.close()
         if elapsed_s >= self.after_s or self.lines:
             ending = f", {summary}" if summary else ""
             self._line(f"done, {self.unit} {self.done}/{self.total} in {elapsed_s:.1f} s{ending}")
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, error_type, *_) -> None:
+        """The closing line on success; after an error only the bar goes (a "done" line would mislead)."""
+        if error_type is None:
+            self.close()
+        elif self.bar is not None:
+            self.bar.close()
 
     def _line(self, text: str) -> None:
         self.lines += 1

@@ -45,6 +45,19 @@ def test_linear_fits_report_epochs_with_the_val_metric_in_plain_lines(tmp_path):
         assert ours[-1].startswith(f"progress: quick_linear seed {seed}, fit {fit}/2: done, epoch 20/20 in ")
 
 
+def test_extraction_reports_images_in_plain_lines_not_carriage_returns(tmp_path):
+    # Before: a tqdm bar redrawn with '\r' every 10 s into the Slurm log, however long the extraction.
+    root = make_pcam(tmp_path / "data")
+    result = run_cli("run", "--task", "pcam", "--data-root", root, "--out", tmp_path / "out", *FAST,
+                     "--probes", "knn", env=EVERY_LINE)
+    assert result.returncode == 0, result.stderr
+    assert "\r" not in result.stderr
+    lines = [line for line in _progress_lines(result.stderr) if " img " in line]
+    done = [re.search(r"done, img (\d+)/(\d+) in ", line) for line in lines]
+    finished = [(int(m.group(1)), int(m.group(2))) for m in done if m]
+    assert len(finished) == 3 and all(a == b > 0 for a, b in finished), lines  # train, val, test extracted whole
+
+
 def test_mask_transformer_reports_every_epoch_of_a_short_fit(tmp_path):
     root, recipe = make_pannuke(tmp_path / "data"), tmp_path / "quick_mask.yaml"
     recipe.write_text(MASK)
