@@ -5,6 +5,7 @@ failed run leaves the leaderboard as it was.
 """
 
 import contextlib
+import sys
 import time
 from pathlib import Path
 
@@ -23,7 +24,7 @@ from evalsuite.probes._validate import check_two_classes_per_split
 from evalsuite.probes.base import SplitScoringProbe
 from evalsuite.probes.recipes import check_recipe_fits, load_recipe
 from evalsuite.readers import build_reader
-from evalsuite.reporting.commit import commit_run
+from evalsuite.reporting.commit import RowsWrittenError, commit_run
 from evalsuite.reporting.leaderboard import LEADERBOARD_FILE, check_appendable, rows_from_record
 from evalsuite.reporting.predictions import prediction_key, save_predictions
 from evalsuite.reporting.results import RUNS_FOLDER, run_record
@@ -114,8 +115,11 @@ def append_run(out_dir, record: dict, rows: list) -> Path:
     """Append a run's leaderboard rows and move its run JSON into place, or neither; returns the JSON's path.
 
     The run JSON moves into place only once its rows are appended: every run JSON is named by a row. An earlier
-    commit cut short under the same --out is finished or undone first (reporting/commit.py)."""
-    return commit_run(out_dir, record, rows)[0]
+    commit cut short under the same --out is finished or undone first (reporting/commit.py), said on stderr."""
+    path, notes = commit_run(out_dir, record, rows)
+    for note in notes:
+        print(f"note: {note}", file=sys.stderr)
+    return path
 
 
 class _Written(list):
@@ -140,10 +144,14 @@ def _written_beside_run(config, record: dict, test_labels, test_clusters, test_p
             record["plots"] = [str(p) for p in _reliability_plots(config, record, test_labels, test_probas)]
             written.extend(Path(p) for p in record["plots"])
         yield written
+    except RowsWrittenError:
+        written.keep = True  # the rows count, and the run JSON the next process moves into place names these files
+        raise
     finally:
         if not written.keep:
             for path in written:
-                Path(path).unlink(missing_ok=True)
+                with contextlib.suppress(OSError):  # a read-only --out: EROFS must not hide the one-line error
+                    Path(path).unlink(missing_ok=True)
 
 
 def _reliability_plots(config, record: dict, test_labels, test_probas: dict) -> list:

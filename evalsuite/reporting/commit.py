@@ -8,15 +8,22 @@ lock), and the rows decide: rows naming the run mean the append happened, so the
 rows mean the run never counted, so the staged JSON and the files written beside it (test predictions, plots) go.
 """
 
+import contextlib
+import os
 from pathlib import Path
 
 from evalsuite.errors import EvalsuiteError
 from evalsuite.reporting.leaderboard import (LEADERBOARD_FILE, append_rows_locked, check_appendable, leaderboard_lock,
                                              run_ids)
-from evalsuite.reporting.results import RUNS_FOLDER, staged_run_json
+from evalsuite.reporting.results import RUNS_FOLDER, stage_run_json
 from evalsuite.storage.fsio import discard, fs_errors
 
 _STAGED_SUFFIX = ".tmp"
+
+
+class RowsWrittenError(EvalsuiteError):
+    """The run's rows are appended but its run JSON could not be moved into place: the run counts, so the files
+    written beside it stay, and the next process holding the lock finishes the commit."""
 
 
 def commit_run(out_dir, record: dict, rows: list) -> tuple[Path, list[str]]:
@@ -27,19 +34,32 @@ def commit_run(out_dir, record: dict, rows: list) -> tuple[Path, list[str]]:
     with fs_errors("append to", leaderboard):
         leaderboard.parent.mkdir(parents=True, exist_ok=True)
     with leaderboard_lock(leaderboard):
-        notes = _repair_locked(out_dir, leaderboard)
-        appended = False
+        notes = _repair_or_note(out_dir, leaderboard)
+        staging, path = stage_run_json(out_dir, record)
         try:
-            with staged_run_json(out_dir, record) as path:
-                append_rows_locked(leaderboard, rows)
-                appended = True
+            append_rows_locked(leaderboard, rows)
+        except BaseException:
+            with contextlib.suppress(OSError):  # EROFS must not hide the error being raised
+                discard(staging)
+            raise
+        # From here on the rows count: a failed rename keeps the staged JSON for the next process to move.
+        try:
+            with fs_errors("write results", path):
+                os.replace(staging, path)
         except EvalsuiteError as exc:
-            if not appended:
-                raise
-            raise EvalsuiteError(f"{exc} (its leaderboard rows are written: the next `evalsuite run` or `evalsuite "
-                                 f"leaderboard` on this --out, once it is writable, moves the run JSON into place)") \
-                from None
+            raise RowsWrittenError(f"{exc} (its leaderboard rows are written: the next `evalsuite run` or `evalsuite "
+                                   f"leaderboard` on this --out, once it is writable, moves the run JSON into "
+                                   f"place)") from None
     return path, notes
+
+
+def _repair_or_note(out_dir, leaderboard: Path) -> list[str]:
+    """Another run's unfinished commit must not sink this one (it may be another user's file in a shared --out)."""
+    try:
+        return _repair_locked(out_dir, leaderboard)
+    except EvalsuiteError as exc:
+        return [f"an earlier run's unfinished commit could not be repaired ({exc}); this run is committed all the "
+                "same"]
 
 
 def repair_half_commits(out_dir) -> list[str]:

@@ -12,34 +12,43 @@ from pathlib import Path
 
 from evalsuite.errors import EvalsuiteError
 from evalsuite.runtime.versions import library_versions
-from evalsuite.storage.fsio import fs_errors, staged, write_durably
+from evalsuite.storage.fsio import discard, fs_errors, staging_name, write_durably
 
 RESULTS_SCHEMA_VERSION = 1
 RUNS_FOLDER = "runs"
 
 
 def write_run_json(out_dir: Path, record: dict) -> Path:
-    with staged_run_json(out_dir, record) as path:
-        pass
+    staging, path = stage_run_json(out_dir, record)
+    try:
+        with fs_errors("write results", path):
+            os.replace(staging, path)
+    finally:
+        with contextlib.suppress(OSError):
+            discard(staging)
     return path
 
 
-@contextlib.contextmanager
-def staged_run_json(out_dir: Path, record: dict):
-    """Write the run's results JSON to a temp file; it moves into place when the block succeeds.
+def stage_run_json(out_dir: Path, record: dict) -> tuple[Path, Path]:
+    """Write the run's results JSON to its temp name beside the final one; returns (temp, final) paths.
 
-    The runner appends the leaderboard rows inside the block, so a run JSON exists only when a
-    row names it; on any failure the temp file is removed. Yields the final path."""
+    The caller renames it once the run's leaderboard rows are appended (reporting/commit.py), so a run JSON exists
+    only when a row names it. A failed write leaves no temp file."""
     folder = Path(out_dir) / RUNS_FOLDER
     path = folder / f"{record['run_id']}.json"
     # cwd: relative paths in `command` and `config` resolve against it when re-running.
     document = {"results_schema": RESULTS_SCHEMA_VERSION, "cwd": os.getcwd(), **record}
     with fs_errors("write results", path):
         folder.mkdir(parents=True, exist_ok=True)
-    with staged(path, "write results") as staging:
+    staging = staging_name(path)
+    try:
         with fs_errors("write results", path):
             write_durably(staging, json.dumps(document, indent=2, sort_keys=True).encode())
-        yield path
+    except BaseException:
+        with contextlib.suppress(OSError):
+            discard(staging)
+        raise
+    return staging, path
 
 
 def find_run_json(out_dir: Path, run_id: str) -> Path:

@@ -621,6 +621,43 @@ def test_out_turning_read_only_at_the_run_json_rename_is_one_line_and_the_rerun_
     assert not debris(out)
 
 
+@pytest.mark.parametrize("unlink_fails", [False, True], ids=["disk-full-rename", "read-only-everything"])
+def test_a_failed_rename_after_the_append_keeps_what_the_rows_name(capsys, shared, tmp_path, monkeypatch,
+                                                                   unlink_fails):
+    """Review of issue 24: with the rows appended, a rename failing while unlink works (ENOSPC) deleted the staged
+    JSON, so the rows named a run JSON that never came; and the runner's cleanup removed the predictions the JSON
+    names (or, read-only, its EROFS hid the one-line error). Now both stay and the rerun finishes the commit."""
+    out = tmp_path / "out"
+    shutil.copytree(shared["cached"], out)
+    ids_before = _leaderboard_run_ids(out)
+    real_replace, real_unlink = os.replace, os.unlink
+    code = errno.EROFS if unlink_fails else errno.ENOSPC
+
+    def failing_replace(source, target, *args, **kwargs):
+        if Path(target).parent.name == "runs" and Path(target).suffix == ".json":
+            raise OSError(code, os.strerror(code))
+        return real_replace(source, target, *args, **kwargs)
+
+    def failing_unlink(path, *args, **kwargs):
+        name = Path(path).name  # the run's own files (the start-up write check in runs/ still passes)
+        if unlink_fails and Path(path).parent.name == "runs" and (name.endswith(".npz") or name.endswith(".tmp")):
+            raise OSError(errno.EROFS, os.strerror(errno.EROFS))
+        return real_unlink(path, *args, **kwargs)
+
+    with monkeypatch.context() as patch:
+        patch.setattr(os, "replace", failing_replace)
+        patch.setattr(os, "unlink", failing_unlink)
+        result = run(capsys, shared, out)
+    expect_error(result, str(out / "runs"), "leaderboard rows are written", "moves the run JSON into place")
+    (new_id,) = _leaderboard_run_ids(out) - ids_before
+    assert len(_staged_jsons(out)) == 1
+    rerun = run(capsys, shared, out)
+    assert rerun.returncode == 0, rerun.stderr
+    assert f"note: run {new_id} stopped after its leaderboard rows were written" in rerun.stderr
+    record = json.loads((out / "runs" / f"{new_id}.json").read_text())
+    assert (out / "runs" / record["predictions"]["file"]).is_file()  # the predictions the run JSON names
+
+
 KILLED = r"""
 import os, signal, sys
 from pathlib import Path
