@@ -107,13 +107,14 @@ collect_args() {  # EXTRA (budget and run) and RUN_EXTRA (run only): the *_ARGS 
 }
 
 allocated_mem_mb() {  # this node's memory allocation in MB, from Slurm
-    if [ -n "${SLURM_MEM_PER_NODE:-}" ]; then
+    # 0 is Slurm's "all the node's memory", not a limit: then the budget reads the node's own limits.
+    if [ -n "${SLURM_MEM_PER_NODE:-}" ] && [ "$SLURM_MEM_PER_NODE" != 0 ]; then
         echo "$SLURM_MEM_PER_NODE"
-    elif [ -n "${SLURM_MEM_PER_CPU:-}" ]; then
+    elif [ -n "${SLURM_MEM_PER_CPU:-}" ] && [ "$SLURM_MEM_PER_CPU" != 0 ]; then
         echo $((SLURM_MEM_PER_CPU * ${SLURM_CPUS_ON_NODE:-1}))
     elif [ -n "${SLURM_JOB_ID:-}" ]; then
         # --mem=0 / --exclusive export no SLURM_MEM_*; the allocation is per node in `show job -d`
-        scontrol show job -d "$SLURM_JOB_ID" 2>/dev/null | grep -o ' Mem=[0-9]*' | cut -d= -f2 | sort -n | head -n1
+        scontrol show job -d "$SLURM_JOB_ID" 2>/dev/null | grep -o ' Mem=[0-9]*' | cut -d= -f2 | grep -vx 0 | sort -n | head -n1
     fi
 }
 
@@ -200,12 +201,15 @@ metric = r["task"]["selection_metric"]
 entries = {}  # probe -> its entries (one per seed)
 for entry in r["probes"]:
     entries.setdefault(entry["probe"], []).append(entry)
-def mean(name, split):
-    values = [e["metrics"].get(split, {}).get(metric, math.nan) for e in entries[name]]
+def mean(name, split, which=metric):
+    values = [(e["metrics"].get(split) or {}).get(which, math.nan) for e in entries[name]]
     values = [v for v in values if isinstance(v, (int, float)) and v == v]
     return sum(values) / len(values) if values else math.nan
-# The probe with the best mean val score, as the leaderboard picks it; its mean test score.
-best = max(entries, key=lambda name: -math.inf if math.isnan(mean(name, "val")) else mean(name, "val"))
+# The probe the leaderboard shows (evalsuite's own choice: metric direction, ties to the lower val NLL); its test mean.
+from evalsuite.reporting.wide import choose_probe
+scored = {name: mean(name, "val") for name in entries if not math.isnan(mean(name, "val"))}
+nll = {name: mean(name, "val", "nll") for name in scored if not math.isnan(mean(name, "val", "nll"))}
+best = choose_probe(scored, nll, metric) if scored else next(iter(entries))
 print(f"summary: OK task={r['task']['name']} model={r['model']['name']} {metric}(test)={mean(best, 'test'):.4f} "
       f"probe={best} seeds={len(entries[best])} device={r.get('device', '?')} cache={r.get('cache', {}).get('mode', '?')} "
       f"run={r['run_id']} results={path}")

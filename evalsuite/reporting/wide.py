@@ -206,14 +206,20 @@ class _ProbeChoice:
         if not val_means:
             raise EvalsuiteError(f"model '{model}' on task '{task}' has probes {', '.join(probes)} but no val rows "
                                  f"in {self.source} to choose between them; pass --probe NAME")
-        nll = self._val_means(self.tie_break, model, task, probes)
-        return min(val_means, key=lambda p: (_rank_key(val_means[p], higher_is_better(self.metrics[task])),
-                                             _rank_key(nll.get(p, math.nan), higher_better=False), p))
+        return choose_probe(val_means, self._val_means(self.tie_break, model, task, probes), self.metrics[task])
 
     @staticmethod
     def _val_means(scores: dict, model: str, task: str, probes: list) -> dict:
         return {p: statistics.fmean(scores[(model, task, p, SELECTION_SPLIT)].values())
                 for p in probes if (model, task, p, SELECTION_SPLIT) in scores}
+
+
+def choose_probe(val_means: dict, val_nll: dict, metric: str) -> str:
+    """The probe (a key of `val_means`, its mean val `metric`) a cell shows: the best in the metric's direction,
+    exact ties (6 decimals) to the lower mean val NLL (`val_nll`, may lack probes), then to the name. The Slurm
+    templates' summary line calls this too, so a job log names the probe the leaderboard shows."""
+    return min(val_means, key=lambda p: (_rank_key(val_means[p], higher_is_better(metric)),
+                                         _rank_key(val_nll.get(p, math.nan), higher_better=False), p))
 
 
 def _ranked_rows(cells: dict, tasks: list, metrics: dict) -> list[ModelRow]:

@@ -122,3 +122,14 @@ def test_argument_files_reach_budget_and_run_with_their_commas_and_spaces(tmp_pa
             "'--mem' '1M'; for run only: '--probes' 'linear,knn'") in result.stdout, result.stdout
     assert result.returncode == 3, result.stdout + result.stderr  # evalsuite.errors.EXIT_REFUSE: 1 MiB fits nothing
     assert result.stdout.strip().splitlines()[-1].startswith("summary: REFUSED task=demo model=test_vit")
+
+
+@pytest.mark.parametrize("variable", ["SLURM_MEM_PER_NODE", "SLURM_MEM_PER_CPU"])
+def test_slurm_zero_memory_is_the_whole_node_not_a_zero_byte_gate(tmp_path, variable):
+    """Review of issue 24 item 8: the template passed Slurm's 0 ("all the node's memory") on as `--mem 0M`, so every
+    such job was refused. The gate now gets no --mem from it (--mem 1M from the file only makes it refuse at once)."""
+    (tmp_path / "extra.args").write_text("--device cpu\n--random-init\n--mem 1M\n")
+    result = _run_template_without_slurm(tmp_path, MODEL="test_vit", EXTRA_ARGS_FILE="extra.args", **{variable: "0"})
+    gate = next(line for line in result.stdout.splitlines() if "RAM budget gate: python -m evalsuite budget" in line)
+    assert "--mem 0M" not in gate and gate.endswith("--mem 1M"), gate
+    assert result.returncode == 3, result.stdout + result.stderr
