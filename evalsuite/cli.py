@@ -6,6 +6,7 @@ code 2; unexpected errors are one line and exit code 1; `--debug` shows the trac
 
 import argparse
 import os
+import select
 import sys
 
 from evalsuite.commands import COMMAND_MODULES
@@ -61,8 +62,10 @@ def main(argv: list[str] | None = None) -> int:
         _check_paths(args)
         args.handler(args)
         sys.stdout.flush()  # here, not at exit: a reader gone by then (`| head`) would print an ignored exception
-    except BrokenPipeError:
-        return _quiet_after_broken_pipe()
+    except BrokenPipeError as exc:
+        if _stdout_reader_gone():
+            return _quiet_after_broken_pipe()
+        return _internal_error(args, exc)  # another pipe or socket broke: not the user's `| head`
     except EvalsuiteError as exc:
         if args.debug:
             raise
@@ -72,9 +75,24 @@ def main(argv: list[str] | None = None) -> int:
         print("evalsuite: interrupted", file=sys.stderr)
         return EXIT_INTERRUPTED
     except Exception as exc:  # noqa: BLE001 - one line for users; --debug shows the traceback
-        if args.debug:
-            raise
-        print(f"evalsuite: internal error: {type(exc).__name__}: {exc} (rerun with --debug for the traceback)",
-              file=sys.stderr)
-        return EXIT_INTERNAL
+        return _internal_error(args, exc)
     return 0
+
+
+def _internal_error(args, exc: Exception) -> int:
+    if args.debug:
+        raise exc
+    print(f"evalsuite: internal error: {type(exc).__name__}: {exc} (rerun with --debug for the traceback)",
+          file=sys.stderr)
+    return EXIT_INTERNAL
+
+
+def _stdout_reader_gone() -> bool:
+    """Whether stdout is a pipe whose reader left (poll reports an error on its write end); True when it cannot be
+    told (no poll on this platform), the old behaviour."""
+    try:
+        poller = select.poll()
+        poller.register(sys.stdout.fileno(), select.POLLOUT)
+        return any(events & (select.POLLERR | select.POLLHUP) for _, events in poller.poll(0))
+    except (AttributeError, OSError, ValueError):
+        return True

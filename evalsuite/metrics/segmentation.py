@@ -16,7 +16,7 @@ Protocol (also in docs/tasks.md, "Segmentation tasks", and every segmentation ca
 
 Test intervals: the scorer also keeps one [C, C] confusion matrix per test image; their sum is the
 split's matrix, so the metric is unchanged. A bootstrap draw takes the reader's clusters (PanNuke
-tissue type, CoNSeP/MoNuSAC source image; else each image) with replacement, and its split matrix is
+tissue type, CoNSeP source image, MoNuSAC patient; else each image) with replacement, and its split matrix is
 the per-image matrices weighted by how often each image was drawn: the same dataset-level metric on
 the resampled images, with no re-prediction. `ConfusionScorer` scores such draws for
 `leaderboard --compare` and the rank intervals (evalsuite.metrics.significance).

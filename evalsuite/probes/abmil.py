@@ -171,6 +171,8 @@ class ABMILProbe(FittedProbe):
                                                         total_iters=self.warmup_epochs) if self.warmup_epochs else None
         # Tile subsets come from their own generator, drawn on through the epochs: new subsets every epoch.
         tile_generator = torch.Generator().manual_seed(int(np.random.SeedSequence([self.seed, 1]).generate_state(1)[0]))
+        # The val loss is the training objective on val, its class weights (class_weight: balanced) from val's own
+        # labels: it only orders epochs tied on the val score.
         loss_of, val_loss_of = self._loss_function(targets), self._loss_function(val_targets)
         best, best_key = None, None  # best: (epoch, score, val loss, weights)
         progress = Progress("abmil", self.epochs)

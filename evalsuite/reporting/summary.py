@@ -18,9 +18,10 @@ def summary_lines(record: dict) -> list[str]:
     body = [row for probe in _probes_in_order(results)
             for row in _probe_rows(probe, [r for r in results if r.get("probe") == probe], headline)]
     seeds = sorted({r.get("seed") for r in results}, key=str)
-    legend = (f"mean ± sample std over seeds {', '.join(map(str, seeds))} (no ± with one seed); test 95 %: the "
-              "bootstrap interval of one seed, or the lowest and highest bound of the seeds' intervals")
-    return [legend, format_table(["probe", "metric", *SPLIT_ORDER, "test 95 %"], body)]
+    legend = (f"mean ± sample std over seeds {', '.join(map(str, seeds))} (no ± with one seed); test interval: the "
+              "95 % bootstrap interval of one seed; with several, the lowest and highest bound of the seeds' 95 % "
+              "intervals (their envelope, not an interval of the mean)")
+    return [legend, format_table(["probe", "metric", *SPLIT_ORDER, "test interval"], body)]
 
 
 def _probes_in_order(results: list) -> list:

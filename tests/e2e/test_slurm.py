@@ -146,8 +146,9 @@ def _check_one_set_of_rows(out: Path, cwd: Path, job_id: str, ranks: int) -> Non
 
 
 def test_1gpu_template_runs_the_default_demo_verbatim(cluster, tmp_path):
-    """`sbatch --wait sbatch/train_1gpu.sbatch`: one GPU, --mem=85G, the demo task and default model (on the CPU, as
-    the GPU is fake)."""
+    """`sbatch --wait sbatch/train_1gpu.sbatch`: one GPU, --mem=85G, the demo task and default model. Verbatim but for
+    `EXTRA_ARGS=--device cpu`: the cluster's GPU is fake (/dev/null), so the plain command stops at the GPU check
+    (test_gpu_job_whose_torch_sees_no_gpu_stops_with_the_reason)."""
     rc, job = _sbatch(cluster, "train_1gpu.sbatch", tmp_path, EXTRA_ARGS=ON_CPU)
     log = _log(tmp_path, job)
     assert rc == 0, _tail(tmp_path, job)

@@ -129,7 +129,7 @@ def test_show_summarises_seeds_with_mean_std_and_the_test_interval(tmp_path):
     write_run_json(tmp_path, _seeded_record("20260104T000000Z-dddd5555", tmp_path / "c.yaml", "0" * 64))
     lines = run_cli("show", "20260104", "--out", tmp_path).stdout.splitlines()
     start = next(i for i, line in enumerate(lines) if line.startswith("summary   mean ± sample std over seeds 0, 1, 2"))
-    assert lines[start + 1].split() == ["probe", "metric", "train", "val", "test", "test", "95", "%"]
+    assert lines[start + 1].split() == ["probe", "metric", "train", "val", "test", "test", "interval"]
     assert lines[start + 3].split() == ["knn", "f1_macro", "-", "0.6000", "±", "0.0000", "0.6000", "±", "0.1000",
                                         "[0.4000,", "0.8000]"]
     assert lines[start + 4].split() == ["knn", "nll", "-", "-", "2.1300", "±", "0.0000", "[1.9000,", "2.4000]"]
