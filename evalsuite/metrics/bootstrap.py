@@ -76,6 +76,17 @@ def weighted_metrics(y_true, predicted, ranks, weights, classes: int,
     return metrics
 
 
+def draw_weights(groups, items: int, draws: int, seed: int):
+    """Per cluster-bootstrap draw, float64 [items]: how often each item is taken (its cluster drawn with replacement;
+    with one cluster per item the item bootstrap). Every interval and paired test draws through here, so one seed
+    gives the same draws everywhere; one draw at a time keeps memory O(items)."""
+    cluster_of_item, clusters = cluster_index(groups, items)
+    rng = np.random.default_rng(seed)
+    for _ in range(draws):
+        drawn = np.bincount(rng.integers(0, clusters, size=clusters), minlength=clusters)
+        yield drawn[cluster_of_item].astype(np.float64)
+
+
 def interval_clusters(reader, split: str, items: int) -> tuple[str, list | None]:
     """(unit name, cluster id of each of the split's `items` or None) that `reader` offers the bootstrap.
 
@@ -120,17 +131,11 @@ def bootstrap_intervals(y_true: np.ndarray, proba: np.ndarray, draws: int = BOOT
     predicted = proba.argmax(axis=1)
     ranks = [_ClassRanks(y_true, proba[:, c], c) for c in range(classes)]
     calibration = CalibrationItems(y_true, proba)
-    cluster_of_item, clusters = cluster_index(groups, items)
-    if clusters < 2:
+    if cluster_index(groups, items)[1] < 2:
         names = weighted_metrics(y_true, predicted, ranks, np.ones(items), classes, calibration, ordinal)
         return {name: (np.nan, np.nan) for name in names}
-    rng = np.random.default_rng(seed)
-    values = []
-    for _ in range(draws):
-        # With one cluster per item this is the item bootstrap, draw for draw.
-        drawn = np.bincount(rng.integers(0, clusters, size=clusters), minlength=clusters)
-        weights = drawn[cluster_of_item].astype(np.float64)
-        values.append(weighted_metrics(y_true, predicted, ranks, weights, classes, calibration, ordinal))
+    values = [weighted_metrics(y_true, predicted, ranks, weights, classes, calibration, ordinal)
+              for weights in draw_weights(groups, items, draws, seed)]
     tail = (1 - confidence) / 2 * 100
     return {name: (float(np.nanpercentile([v[name] for v in values], tail)),
                    float(np.nanpercentile([v[name] for v in values], 100 - tail))) for name in values[0]}

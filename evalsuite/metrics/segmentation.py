@@ -27,7 +27,7 @@ import warnings
 import numpy as np
 
 from evalsuite.errors import EvalsuiteError
-from evalsuite.metrics.bootstrap import BOOTSTRAP_DRAWS, CONFIDENCE, cluster_index
+from evalsuite.metrics.bootstrap import BOOTSTRAP_DRAWS, CONFIDENCE, cluster_index, draw_weights
 
 IGNORE_INDEX = 255
 BACKGROUND = "background"
@@ -107,16 +107,6 @@ def weighted_segmentation_metrics(per_image: np.ndarray, weights: np.ndarray, na
     """`metrics_from_confusion` of the split in which image i appears `weights[i]` times; `per_image` [N, C, C]
     from `image_confusions`. All weights 1: the split's own metrics."""
     return metrics_from_confusion(np.tensordot(np.asarray(weights, dtype=np.float64), per_image, axes=1), names)
-
-
-def draw_weights(groups, items: int, draws: int, seed: int):
-    """Per cluster-bootstrap draw, float64 [items]: how often each item is taken; drawn as bootstrap.py and
-    significance.py draw (the same clusters for the same seed), one draw at a time so memory stays O(items)."""
-    cluster_of_item, clusters = cluster_index(groups, items)
-    rng = np.random.default_rng(seed)
-    for _ in range(draws):
-        drawn = np.bincount(rng.integers(0, clusters, size=clusters), minlength=clusters)
-        yield drawn[cluster_of_item].astype(np.float64)
 
 
 def segmentation_intervals(per_image: np.ndarray, names=None, groups=None, draws: int = BOOTSTRAP_DRAWS,

@@ -26,7 +26,8 @@ from math import comb
 
 import numpy as np
 
-from evalsuite.metrics.bootstrap import BOOTSTRAP_DRAWS, CONFIDENCE, _ClassRanks, cluster_index, weighted_metrics
+from evalsuite.metrics.bootstrap import (BOOTSTRAP_DRAWS, CONFIDENCE, _ClassRanks, cluster_index, draw_weights,
+                                         weighted_metrics)
 from evalsuite.metrics.calibration import CALIBRATION_METRICS, LOWER_IS_BETTER, CalibrationItems
 from evalsuite.metrics.classification import METRICS
 from evalsuite.metrics.ordinal import ORDINAL_METRIC
@@ -85,15 +86,6 @@ class _Scorer:
         return float(np.mean(values))
 
 
-def _draw_weights(groups, items: int, draws: int, seed: int):
-    """Item-weight vectors of `draws` cluster-bootstrap draws (the same sequence for the same seed)."""
-    cluster_of_item, clusters = cluster_index(groups, items)
-    rng = np.random.default_rng(seed)
-    for _ in range(draws):
-        drawn = np.bincount(rng.integers(0, clusters, size=clusters), minlength=clusters)
-        yield drawn[cluster_of_item].astype(np.float64)
-
-
 def bootstrap_p_value(differences: np.ndarray) -> float:
     """Two-sided p of "difference = 0" from bootstrap differences: the percentile interval's duality, +1 corrected."""
     differences = differences[~np.isnan(differences)]
@@ -120,7 +112,7 @@ def paired_scores(scorer_a, scorer_b, items: int, groups=None, draws: int = BOOT
     a, b = scorer_a.score(ones), scorer_b.score(ones)
     if cluster_index(groups, items)[1] < 2:  # nothing to resample
         return PairedResult(a, b, a - b, float("nan"), float("nan"), float("nan"), "bootstrap", 0)
-    differences = np.array([scorer_a.score(w) - scorer_b.score(w) for w in _draw_weights(groups, items, draws, seed)])
+    differences = np.array([scorer_a.score(w) - scorer_b.score(w) for w in draw_weights(groups, items, draws, seed)])
     tail = (1 - confidence) / 2 * 100
     defined = differences[~np.isnan(differences)]
     low, high = (np.percentile(defined, [tail, 100 - tail]) if len(defined) else (np.nan, np.nan))
@@ -186,7 +178,7 @@ def rank_scores(scorers: dict, items: int, metric: str, groups=None, draws: int 
         return {model: (float("nan"), float("nan")) for model in models}
     higher = higher_is_better(metric)
     ranks = np.array([average_ranks(np.array([scorers[m].score(w) for m in models]), higher)
-                      for w in _draw_weights(groups, items, draws, seed)])
+                      for w in draw_weights(groups, items, draws, seed)])
     tail = (1 - confidence) / 2 * 100
     low = np.percentile(ranks, tail, axis=0, method="lower")
     high = np.percentile(ranks, 100 - tail, axis=0, method="higher")
