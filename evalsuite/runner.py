@@ -62,6 +62,9 @@ def _run(config: RunConfig, dist, device) -> dict | None:
     card, reader, backbone = build_task_and_backbone(config)
     recipes = [check_recipe_fits(load_recipe(name), card) for name in (config.probes or card.probes)]
     test_sites = _test_sites(card, reader)  # a card's `group` column must exist before hours of extraction
+    if KINDS[card.kind].target == "class" and not KINDS[card.kind].bags:  # tile labels are known before extraction
+        check_two_classes_per_split({split: reader.dataset(split, None).labels for split in card.splits},
+                                    card.classes)
     timings = {"setup_s": time.perf_counter() - started}
 
     features = prepare_features(config, card, reader, backbone, device, dist)

@@ -326,6 +326,7 @@ def test_a_train_split_with_one_class_is_refused(tmp_path):
     assert result.returncode == 2
     assert_one_line_error(result, "the train split has only class left (4 items)", "at least two classes")
     assert not leaderboard_rows(tmp_path / "out")
+    assert not list((tmp_path / "out").glob("cache/*/*.npy"))  # refused before extraction (review of issue 24)
 
 
 def test_group_index_on_test_tiles_of_one_patient_says_so(tmp_path):
