@@ -431,3 +431,22 @@ def make_monusac(root: Path) -> Path:
                 write_monusac_image(Path(root) / folder / patient, f"{patient}_{k}", size, rng,
                                     ambiguous=folder == MONUSAC_TEST)
     return Path(root)
+
+
+def marked_bags(slides: int, seed: int, dim: int, shift: float, tiles: tuple):
+    """(SlideBags, labels) of `slides` synthetic slides of `tiles` = (low, high) tiles each; class 1 slides hold 3
+    tiles shifted by `shift` along one fixed direction (the MIL toy problem of the slide-probe tests)."""
+    from evalsuite.features.bags import SlideBags
+
+    rng = np.random.default_rng(seed)
+    marker = np.random.default_rng(99).normal(size=dim)
+    marker *= shift / np.linalg.norm(marker)
+    labels = np.arange(slides) % 2
+    per_slide = []
+    for label in labels:
+        bag = rng.normal(size=(int(rng.integers(*tiles)), dim))
+        if label:
+            bag[rng.choice(len(bag), 3, replace=False)] += marker
+        per_slide.append(bag)
+    counts = [len(bag) for bag in per_slide]
+    return SlideBags(np.concatenate(per_slide).astype(np.float16), np.concatenate([[0], np.cumsum(counts)])), labels

@@ -7,6 +7,7 @@ head whose test probabilities were all about 0.5 (demo_slide: epoch 4, mean max-
 
 import numpy as np
 import pytest
+from conftest import marked_bags
 
 from evalsuite.errors import EvalsuiteError
 from evalsuite.features.bags import SlideBags
@@ -23,18 +24,7 @@ DIM = 64
 def easy_bags(slides: int, seed: int) -> tuple[SlideBags, np.ndarray]:
     """demo_slide's shape (10-14 tiles a slide); class 1 slides hold 3 tiles shifted by 12 along one direction, so
     val balanced accuracy saturates at 1.0 within the first few epochs."""
-    rng = np.random.default_rng(seed)
-    marker = np.random.default_rng(99).normal(size=DIM)
-    marker *= 12 / np.linalg.norm(marker)
-    labels = np.arange(slides) % 2
-    per_slide = []
-    for label in labels:
-        tiles = rng.normal(size=(int(rng.integers(10, 15)), DIM))
-        if label:
-            tiles[rng.choice(len(tiles), 3, replace=False)] += marker
-        per_slide.append(tiles)
-    counts = [len(tiles) for tiles in per_slide]
-    return SlideBags(np.concatenate(per_slide).astype(np.float16), np.concatenate([[0], np.cumsum(counts)])), labels
+    return marked_bags(slides, seed, DIM, shift=12, tiles=(10, 15))
 
 
 @pytest.fixture(scope="module")

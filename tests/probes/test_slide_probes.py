@@ -4,6 +4,7 @@ import numpy as np
 import pytest
 import torch
 from conftest import RecordingFeatures
+from conftest import marked_bags as shared_marked_bags
 
 from evalsuite.errors import EvalsuiteError
 from evalsuite.features.bags import SlideBags
@@ -30,17 +31,7 @@ def _bags(per_slide: list[np.ndarray]) -> SlideBags:
 
 def marked_bags(slides: int, seed: int) -> tuple[SlideBags, np.ndarray]:
     """Class 1 slides hold 3 'positive' tiles (shifted along one direction) among 15-50 background tiles."""
-    rng = np.random.default_rng(seed)
-    marker = np.random.default_rng(99).normal(size=DIM)
-    marker *= 3.5 / np.linalg.norm(marker)
-    labels = np.arange(slides) % 2
-    per_slide = []
-    for label in labels:
-        tiles = rng.normal(size=(int(rng.integers(15, 50)), DIM))
-        if label:
-            tiles[rng.choice(len(tiles), 3, replace=False)] += marker
-        per_slide.append(tiles)
-    return _bags(per_slide), labels
+    return shared_marked_bags(slides, seed, DIM, shift=3.5, tiles=(15, 50))
 
 
 def survival_bags(slides: int, seed: int) -> tuple[SlideBags, np.ndarray]:
