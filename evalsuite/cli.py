@@ -10,7 +10,7 @@ import select
 import sys
 
 from evalsuite.commands import COMMAND_MODULES
-from evalsuite.errors import EXIT_BROKEN_PIPE, EXIT_INTERNAL, EXIT_INTERRUPTED, EvalsuiteError
+from evalsuite.errors import EXIT_BROKEN_PIPE, EXIT_INTERNAL, EXIT_INTERRUPTED, EvalsuiteError, one_line
 
 # Longest name a run puts under --out: runs/.<run id>.<probe>.seed<N>.reliability.png.<pid>.tmp, cache/<key>/...
 OUT_ROOM_BYTES = 256
@@ -28,14 +28,6 @@ def _parser() -> argparse.ArgumentParser:
     for module in COMMAND_MODULES:
         module.add_parser(commands, common)
     return parser
-
-
-def _one_line(exc: Exception) -> str:
-    """The user's message, also when a DataLoader worker wrapped it in its traceback text."""
-    lines = [line for line in str(exc).splitlines() if line.strip()]
-    if len(lines) > 1 and any("Original Traceback" in line for line in lines):
-        return lines[-1].split(": ", 1)[-1]
-    return " ".join(line.strip() for line in lines)
 
 
 def _check_paths(args) -> None:
@@ -69,7 +61,7 @@ def main(argv: list[str] | None = None) -> int:
     except EvalsuiteError as exc:
         if args.debug:
             raise
-        print(f"evalsuite: error: {_one_line(exc)}", file=sys.stderr)
+        print(f"evalsuite: error: {one_line(exc)}", file=sys.stderr)
         return exc.exit_code
     except KeyboardInterrupt:
         print("evalsuite: interrupted", file=sys.stderr)

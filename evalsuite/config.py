@@ -35,6 +35,7 @@ class RunConfig:
     chunk_rows: int | None = None  # extraction chunk; None: sized by bytes
     skip_bad_slides: bool = False  # slide tasks: leave out (and record) slides that cannot be tiled
     plots: bool = False  # also save a reliability diagram PNG per probe and seed beside the run JSON
+    label: str | None = None  # the leaderboard's model column; None: the backbone's own label (a sweep names its own)
 
     def for_device(self, device_type: str) -> "RunConfig":
         """This config with the defaults that depend on the device filled in (the DataLoader workers)."""

@@ -35,31 +35,33 @@ from evalsuite.tasks.cards import load_card
 from evalsuite.tasks.kinds import KINDS
 
 
-def build_task_and_backbone(config: RunConfig):
-    """(card, reader, backbone) for a config: the setup `run` and `budget` share."""
+def build_task_and_backbone(config: RunConfig, builds=None):
+    """(card, reader, backbone) for a config: the setup `run` and `budget` share. `builds` (a sweep's
+    `models.backbones.ReusedBuilds`) hands back the model it built for the previous cell."""
     card = load_card(config.task)
     reader = build_reader(card, config.data_root, config.check_counts)
-    backbone = build_backbone(config.model, config.weights, config.random_init, config.pooling, card.pooling)
+    backbone = build_backbone(config.model, config.weights, config.random_init, config.pooling, card.pooling,
+                              builds=builds)
     return card, reader, backbone
 
 
-def run(config: RunConfig) -> dict | None:
+def run(config: RunConfig, builds=None) -> dict | None:
     """Run one evaluation; under torchrun every rank calls this and rank 0 returns the record."""
     dist, device = distributed.start(config.device)
     try:
-        return _run(config, dist, device)
+        return _run(config, dist, device, builds)
     finally:
         distributed.stop(dist)
 
 
-def _run(config: RunConfig, dist, device) -> dict | None:
+def _run(config: RunConfig, dist, device, builds=None) -> dict | None:
     started = time.perf_counter()
     config = config.for_device(device.type)
     # A read-only, full-of-files or foreign --out fails now, not after hours of extraction.
     check_out_folder(config.out_dir)
     check_appendable(Path(config.out_dir) / LEADERBOARD_FILE)
     use_threads(config.threads)
-    card, reader, backbone = build_task_and_backbone(config)
+    card, reader, backbone = build_task_and_backbone(config, builds)
     recipes = [check_recipe_fits(load_recipe(name), card) for name in (config.probes or card.probes)]
     test_sites = _test_sites(card, reader)  # a card's `group` column must exist before hours of extraction
     if KINDS[card.kind].target == "class" and not KINDS[card.kind].bags:  # tile labels are known before extraction

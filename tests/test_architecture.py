@@ -14,7 +14,7 @@ import pytest
 
 PACKAGE = Path(__file__).resolve().parents[1] / "evalsuite"
 LAYERS = ["errors", "runtime", "storage", "config", "metrics", "models", "tasks", "readers", "features", "probes",
-          "reporting", "runner", "robustness", "commands", "cli", "__main__"]
+          "reporting", "runner", "robustness", "sweeps", "commands", "cli", "__main__"]
 MAX_MODULE_LINES = 300
 REGISTRY_DATA = {"models/registry.py"}  # a table of model entries, long by nature
 

@@ -176,6 +176,8 @@ class ExtractionJob:
     precision: str
     features_of: object
     chunk_rows: int
+    # Whether a failure before the first chunk removes the cache: not when other processes (shards) fill it too.
+    owns_cache: bool = True
 
 
 @dataclass
@@ -188,7 +190,7 @@ class PreparedFeatures:
     throughput: dict  # rates and device-hours (evalsuite.features.throughput.summarise); empty off rank 0
 
 
-def _extract(job: ExtractionJob, writer, dataset, split: str, chunks) -> int:
+def extract_chunks(job: ExtractionJob, writer, dataset, split: str, chunks) -> int:
     try:
         return extract_to_cache(job.backbone, dataset, writer, job.device, batch_size=job.config.batch_size,
                                 num_workers=job.config.num_workers, precision=job.precision,
@@ -202,7 +204,7 @@ def _extract(job: ExtractionJob, writer, dataset, split: str, chunks) -> int:
         # gone (a scratch purge): then the error being raised says so, and a failing reload must not replace it.
         with contextlib.suppress(EvalsuiteError, OSError, ValueError):
             writer.reload()
-            if job.dist.is_main and not any(chunk["done"] for chunk in writer.manifest["chunks"]):
+            if job.dist.is_main and job.owns_cache and not any(chunk["done"] for chunk in writer.manifest["chunks"]):
                 shutil.rmtree(writer.folder, ignore_errors=True)
         raise
 
@@ -223,7 +225,7 @@ def _extract_split(job: ExtractionJob, split: str, prepared: PreparedSplits) -> 
     first, last = shard_bounds(len(pending), dist.rank, dist.world_size)
     clock = ForwardClock(job.features_of, job.device)
     started = time.perf_counter()
-    forwarded = _extract(dataclasses.replace(job, features_of=clock), writer, dataset, split, pending[first:last])
+    forwarded = extract_chunks(dataclasses.replace(job, features_of=clock), writer, dataset, split, pending[first:last])
     extract_s = time.perf_counter() - started
     dist.barrier()
     if dist.is_main:

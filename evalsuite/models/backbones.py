@@ -98,13 +98,15 @@ class Backbone:
 
 
 def build_backbone(name: str, weights: str | None = None, random_init: bool = False, pooling: str | None = None,
-                   card_pooling: str | None = None) -> Backbone:
+                   card_pooling: str | None = None, builds=None) -> Backbone:
     """The frozen backbone `name` names. `pooling` (`--pooling`) replaces the model's pooling rule and
     must fit the model; `card_pooling` (a task card's `pooling:`) does the same for token models and
-    leaves a model that pools inside itself (a CNN) as it is."""
+    leaves a model that pools inside itself (a CNN) as it is. `builds` (models/reuse.py) may hand back a model
+    built before."""
+    build = builds or _build_backbone
     if pooling is not None:
-        return with_pooling(_build_backbone(name, weights, random_init), pooling, "--pooling")
-    backbone = _build_backbone(name, weights, random_init)
+        return with_pooling(build(name, weights, random_init), pooling, "--pooling")
+    backbone = build(name, weights, random_init)
     if card_pooling is None or _token_dim(backbone) is None:
         return backbone
     return with_pooling(backbone, card_pooling, "the task card's pooling")

@@ -99,7 +99,7 @@ def run_record(config, card, backbone, probe_results, extracted, timings, device
         "config": {k: str(v) if isinstance(v, Path) else v for k, v in asdict(config).items()},
         "task": {"name": card.name, "path": str(card.path), "sha256": card.sha256,
                  "selection_metric": card.selection_metric, "classes": card.classes},
-        "model": {"name": backbone.label, "architecture_name": backbone.name, "weights_id": backbone.weights_id,
+        "model": {"name": config.label or backbone.label, "architecture_name": backbone.name, "weights_id": backbone.weights_id,
                   "embed_dim": backbone.embed_dim, "pooling": backbone.pooling,
                   "data_config": describe_transform(backbone.data_config)},
         "device": str(device),

@@ -1,0 +1,156 @@
+"""`evalsuite sweep run|status FILE`: many models x many tasks from one sweep file (docs/sweeps.md), run here one
+cell after another or submitted as a Slurm job array; `sweep element` is what the array's tasks run."""
+
+import json
+import sys
+
+
+def add_parser(commands, common) -> None:
+    sweep = commands.add_parser("sweep", parents=[common],
+                                help="many models x tasks from a sweep file: run here or as a Slurm job array")
+    actions = sweep.add_subparsers(dest="action", required=True, metavar="ACTION")
+    run = actions.add_parser("run", parents=[common], help="run the cells not done yet (local) or submit them (slurm)")
+    run.add_argument("file", help="sweep file (YAML; docs/sweeps.md)")
+    run.add_argument("--executor", choices=["local", "slurm"], default="local",
+                     help="local: cells one after another in this process (default); slurm: one job array")
+    run.add_argument("--dry-run", action="store_true",
+                     help="say what would run; with --executor slurm, write and print the scripts and the sbatch "
+                          "lines without submitting")
+    run.set_defaults(handler=main_run)
+    status = actions.add_parser("status", parents=[common], help="the model x task grid: done, running, pending, "
+                                                                 "failed (with the error and the log)")
+    status.add_argument("file", help="sweep file (YAML)")
+    status.add_argument("--json", action="store_true", help="one JSON list of cells, for scripts")
+    status.set_defaults(handler=main_status)
+    element = actions.add_parser("element", parents=[common],
+                                 help="(run by a submitted sweep's array script) one element of its plan.json")
+    element.add_argument("plan", help="the sweep's plan.json")
+    element.add_argument("index", type=int, help="the element ($SLURM_ARRAY_TASK_ID)")
+    element.set_defaults(handler=main_element)
+
+
+def _load(path):
+    from evalsuite.sweeps.cells import cells_of
+    from evalsuite.sweeps.spec import load_sweep
+
+    sweep = load_sweep(path)
+    return sweep, cells_of(sweep)
+
+
+def main_run(args) -> None:
+    from evalsuite.reporting.leaderboard import LEADERBOARD_FILE, check_appendable
+    from evalsuite.storage.fsio import check_out_folder
+    from evalsuite.sweeps.spec import known_model
+
+    sweep, cells = _load(args.file)
+    for model in sweep.models:
+        known_model(model)
+    check_out_folder(sweep.out)
+    check_appendable(sweep.out / LEADERBOARD_FILE)
+    if args.executor == "slurm":
+        _submit(sweep, cells, args.dry_run)
+    else:
+        _run_here(sweep, cells, args.dry_run)
+
+
+def _run_here(sweep, cells, dry_run: bool) -> None:
+    from evalsuite.sweeps.cells import done_pairs, leaderboard_rows, missing_runs, weights_ids
+
+    if dry_run:
+        rows, ids = leaderboard_rows(sweep), weights_ids(sweep)
+        for cell in cells:
+            runs = missing_runs(cell, done_pairs(sweep, rows, cell, ids))
+            print(f"{cell.model.label} x {cell.task_name}: " + ("; ".join(
+                f"seeds {','.join(map(str, seeds))} with {', '.join(probes)}" for probes, seeds in runs) or "done"))
+        return
+    from evalsuite.sweeps.local import run_local
+
+    run_local(sweep, cells, say=lambda line: print(line, flush=True))
+    _finish(sweep, cells)
+
+
+def _finish(sweep, cells) -> None:
+    from evalsuite.errors import EXIT_SWEEP_INCOMPLETE, EvalsuiteError
+    from evalsuite.sweeps.status import cell_states, grid_text
+
+    states = cell_states(sweep, cells)
+    print(grid_text(sweep, states), flush=True)
+    failed = [s for s in states if s["state"] == "failed"]
+    if failed:
+        error = EvalsuiteError(f"{len(failed)} of {len(cells)} cells failed (listed above); fix them and run the "
+                               f"same `evalsuite sweep run` again: it runs only what is missing")
+        error.exit_code = EXIT_SWEEP_INCOMPLETE
+        raise error
+
+
+def _submit(sweep, cells, dry_run: bool) -> None:
+    from evalsuite.sweeps.cells import missing_runs
+    from evalsuite.sweeps.status import cell_states
+    from evalsuite.sweeps.submit import check_sbatch, submit, write_files
+
+    if not dry_run:
+        check_sbatch()
+    states = {s["cell"]: s for s in cell_states(sweep, cells)}
+    busy = [c for c in cells if states[c.id].get("active") and states[c.id]["state"] != "done"]
+    wanted = [c for c in cells if states[c.id]["state"] != "done" and c not in busy]
+    if busy:
+        print(f"sweep {sweep.name}: {len(busy)} cells are queued or running already; not submitted again")
+    pending = [(cell, missing_runs(cell, _done(sweep, cell))) for cell in wanted]
+    elements = _planned(sweep, [(cell, runs) for cell, runs in pending if runs], dry_run)
+    if elements:
+        paths = write_files(sweep, elements)
+        if dry_run:
+            for name in ("array", "leaderboard"):
+                print(f"--- {paths[name]} ---\n{paths[name].read_text()}")
+        jobs = submit(sweep, elements, paths, dry_run, say=print)
+        if not dry_run:
+            _mark_submitted(sweep, elements, jobs)
+            print(f"sweep {sweep.name}: {len(elements)} elements submitted; `evalsuite sweep status {sweep.path}` "
+                  "shows their progress")
+    else:
+        print(f"sweep {sweep.name}: nothing to submit")
+    if not dry_run:
+        _finish(sweep, cells)
+
+
+def _done(sweep, cell):
+    from evalsuite.sweeps.cells import done_pairs, leaderboard_rows, weights_ids
+
+    return done_pairs(sweep, leaderboard_rows(sweep), cell, weights_ids(sweep))
+
+
+def _planned(sweep, pending: list, dry_run: bool) -> list:
+    from evalsuite.sweeps.cells import weights_ids
+    from evalsuite.sweeps.submit import plan_elements
+
+    ids = weights_ids(sweep)
+    elements = plan_elements(sweep, pending, say=print, record=not dry_run)
+    for element, (cell, _) in ((e, next(p for p in pending if p[0].id == e["ref"]["cell"])) for e in elements):
+        element["weights_id"] = ids.get(cell.model.weights) if cell.model.weights else None
+    return elements
+
+
+def _mark_submitted(sweep, elements: list, jobs: dict) -> None:
+    from evalsuite.sweeps.cells import sweep_dir
+    from evalsuite.sweeps.state import mark
+
+    by_cell = {}
+    for element in elements:
+        by_cell.setdefault(element["ref"]["cell"], (element["ref"], []))[1].append(jobs[element["index"]])
+    for ref, cell_jobs in by_cell.values():
+        mark(sweep_dir(sweep), ref, "submitted", jobs=cell_jobs, job=None, error=None)
+
+
+def main_status(args) -> None:
+    from evalsuite.sweeps.status import cell_states, grid_text
+
+    sweep, cells = _load(args.file)
+    states = cell_states(sweep, cells)
+    print(json.dumps(states, indent=1) if args.json else grid_text(sweep, states))
+
+
+def main_element(args) -> None:
+    from evalsuite.sweeps.element import run_element
+
+    run_element(args.plan, args.index, say=lambda line: print(line, flush=True))
+    sys.stdout.flush()

@@ -1,0 +1,83 @@
+"""The local executor: a sweep's cells one after another in this process.
+
+Cells of one model run in a row and share its loaded backbone (models/reuse.py); a cell's seeds and probes run in
+one `evalsuite run`, sharing its feature cache. A failed cell is one line (its traceback goes to the cell's log) and
+the sweep goes on; a preemption signal or Ctrl-C stops the sweep after the current extraction chunk, and the same
+command resumes it. `shards:` has no meaning here: one process extracts each cache whole.
+"""
+
+import sys
+import time
+import traceback
+
+from evalsuite.errors import EXIT_INTERNAL, EvalsuiteError, one_line
+from evalsuite.features.extract import Preempted
+from evalsuite.models.reuse import ReusedBuilds
+from evalsuite.runner import run
+from evalsuite.sweeps.cells import done_pairs, leaderboard_rows, missing_runs, sweep_dir, weights_ids
+from evalsuite.sweeps.state import log_path, mark
+
+
+def run_local(sweep, cells, say=print) -> dict:
+    """Run every cell not done; returns {cell id: "done" | "failed" | "skipped"}."""
+    rows, ids = leaderboard_rows(sweep), weights_ids(sweep)
+    todo = [(cell, missing_runs(cell, done_pairs(sweep, rows, cell, ids))) for cell in cells]
+    outcome = {cell.id: "skipped" for cell, runs in todo if not runs}
+    if outcome:
+        say(f"sweep {sweep.name}: {len(outcome)} of {len(cells)} cells already in {sweep.out}/leaderboard.csv, "
+            "skipped")
+    builds, started, pending = ReusedBuilds(), time.monotonic(), [(c, r) for c, r in todo if r]
+    for number, (cell, runs) in enumerate(pending, 1):
+        cell_started = time.monotonic()
+        outcome[cell.id] = _run_cell(sweep, cell, runs, builds, say)
+        say(_progress_line(sweep, cell, number, len(pending), outcome[cell.id], cell_started, started))
+    return outcome
+
+
+def _run_cell(sweep, cell, runs: list, builds, say) -> str:
+    folder = sweep_dir(sweep)
+    mark(folder, cell.ref, "running")
+    try:
+        for probes, seeds in runs:
+            record = run(cell.config(sweep, probes=probes, seeds=seeds), builds)
+            say(f"  {cell.model.label} x {cell.task_name}: run {record['run_id']} (seeds "
+                f"{','.join(map(str, seeds))}; {', '.join(probes)})")
+    except (Preempted, KeyboardInterrupt):
+        mark(folder, cell.ref, "pending", note="stopped by a signal; the same `sweep run` resumes it")
+        raise
+    except EvalsuiteError as exc:
+        return _failed(sweep, cell, one_line(exc), say)
+    except Exception as exc:  # noqa: BLE001 - one cell's bug must not end the other cells
+        return _failed(sweep, cell, f"internal error: {type(exc).__name__}: {one_line(exc)}", say, EXIT_INTERNAL)
+    mark(folder, cell.ref, "done")
+    return "done"
+
+
+def _failed(sweep, cell, message: str, say, exit_code: int = 2) -> str:
+    folder = sweep_dir(sweep)
+    log = log_path(folder, cell.id)
+    try:
+        log.parent.mkdir(parents=True, exist_ok=True)
+        log.write_text(f"{message}\n\n{traceback.format_exc()}")
+    except OSError:
+        log = None
+    mark(folder, cell.ref, "failed", error=message, log=str(log) if log else None, exit_code=exit_code)
+    print(f"evalsuite: cell {cell.model.label} x {cell.task_name} failed: {message}", file=sys.stderr)
+    return "failed"
+
+
+def _progress_line(sweep, cell, number: int, total: int, word: str, cell_started: float, started: float) -> str:
+    elapsed_s = time.monotonic() - started
+    remaining_s = elapsed_s / number * (total - number)
+    return (f"[{number}/{total}] {cell.model.label} x {cell.task_name}: {word} in "
+            f"{_duration(time.monotonic() - cell_started)}; elapsed {_duration(elapsed_s)}, about "
+            f"{_duration(remaining_s)} left")
+
+
+def _duration(seconds: float) -> str:
+    seconds = int(round(seconds))
+    if seconds < 120:
+        return f"{seconds} s"
+    if seconds < 7200:
+        return f"{seconds // 60} min {seconds % 60:02d} s"
+    return f"{seconds // 3600} h {seconds % 3600 // 60:02d} min"

@@ -1,0 +1,77 @@
+"""The two job scripts of a Slurm sweep, written readable into `<out>/sweeps/<name>/`.
+
+`array.sbatch` runs one element of `plan.json` per array task: `evalsuite sweep element PLAN $SLURM_ARRAY_TASK_ID`.
+Everything an element needs is in the plan file, so no argument travels through `--export` (which splits at
+commas) and paths with spaces stay whole (every path is shell-quoted). A stop signal (USR1 from `--signal`, TERM
+from a preemption) is passed to evalsuite, which stops after its extraction chunk with exit 75; the script then
+requeues its own array task, which resumes from the chunks on disk. `leaderboard.sbatch` rebuilds the wide
+leaderboard once every element has ended.
+"""
+
+import shlex
+import sys
+import time
+
+from evalsuite.errors import EXIT_PREEMPTED
+
+MAX_REQUEUES = 5
+
+
+def _option_lines(slurm, job_name: str, log_pattern: str, with_gpus: bool) -> list:
+    lines = [f"--job-name={job_name}", f"--output={log_pattern}"]
+    for flag, value in (("partition", slurm.partition), ("account", slurm.account), ("time", slurm.time)):
+        if value:
+            lines.append(f"--{flag}={value}")
+    if with_gpus and slurm.gpus:
+        lines.append(f"--gpus={slurm.gpus}")
+    if with_gpus and slurm.cpus:
+        lines.append(f"--cpus-per-task={slurm.cpus}")
+    lines += [line if line.startswith("-") else f"--{line}" for line in (slurm.extra if with_gpus else [])]
+    return [f"#SBATCH {line}" for line in lines]
+
+
+def _header(sweep, purpose: str) -> list:
+    return ["#!/bin/bash", f"# evalsuite sweep '{sweep.name}' ({sweep.path}): {purpose}",
+            f"# Written by `evalsuite sweep run --executor slurm` on {time.strftime('%Y-%m-%d %H:%M:%S %Z')}; "
+            "docs/sweeps.md explains it."]
+
+
+def _python(slurm) -> str:
+    return shlex.quote(slurm.python) if slurm.python else shlex.quote(sys.executable)
+
+
+def array_script(sweep, folder, plan_path) -> str:
+    """The array script: element $SLURM_ARRAY_TASK_ID of the plan, requeued on a stop signal."""
+    slurm = sweep.slurm
+    lines = _header(sweep, "one array task per element of plan.json (a cell, or one extraction shard of a cell)")
+    lines += _option_lines(slurm, f"evalsuite-{sweep.name}", str(folder / "logs" / "%A_%a.out"), with_gpus=True)
+    lines += ["#SBATCH --requeue", "", "set -uo pipefail", *slurm.setup, f"PYTHON={_python(slurm)}",
+              f"PLAN={shlex.quote(str(plan_path))}", f"MAX_REQUEUES={MAX_REQUEUES}",
+              'TASK="${SLURM_ARRAY_JOB_ID}_${SLURM_ARRAY_TASK_ID}"  # this element; $SLURM_JOB_ID of task 0 is the '
+              'whole array\'s id',
+              'echo "[evalsuite-sweep] element $SLURM_ARRAY_TASK_ID of $PLAN, job $TASK on $(hostname), restart '
+              '${SLURM_RESTART_COUNT:-0}"',
+              "", "# A stop signal is passed on: evalsuite finishes its extraction chunk and exits "
+              f"{EXIT_PREEMPTED}.", 'CHILD=""',
+              "forward() { [ -n \"$CHILD\" ] && kill -s \"$1\" \"$CHILD\" 2>/dev/null; }",
+              "trap 'forward USR1' USR1", "trap 'forward TERM' TERM",
+              '"$PYTHON" -m evalsuite sweep element "$PLAN" "$SLURM_ARRAY_TASK_ID" &', "CHILD=$!",
+              'wait "$CHILD"; RC=$?',
+              'while kill -0 "$CHILD" 2>/dev/null; do wait "$CHILD"; RC=$?; done  # a trap cut the wait short',
+              f'if [ "$RC" = {EXIT_PREEMPTED} ] && [ "${{SLURM_RESTART_COUNT:-0}}" -lt "$MAX_REQUEUES" ]; then',
+              '    echo "[evalsuite-sweep] stopped after a chunk: requeueing $TASK; it resumes from the cache"',
+              '    scontrol requeue "$TASK" && sleep 60  # the requeue ends this script',
+              "fi", 'echo "[evalsuite-sweep] element $SLURM_ARRAY_TASK_ID ended with exit $RC"', 'exit "$RC"', ""]
+    return "\n".join(lines)
+
+
+def leaderboard_script(sweep, folder) -> str:
+    """The final job: the wide leaderboard from every row the elements appended, then the sweep's status."""
+    slurm = sweep.slurm
+    lines = _header(sweep, "after every element has ended: rebuild the wide leaderboard, print the sweep's status")
+    lines += _option_lines(slurm, f"evalsuite-{sweep.name}-leaderboard", str(folder / "logs" / "leaderboard-%j.out"),
+                           with_gpus=False)
+    lines += ["#SBATCH --mem=4G", "", "set -uo pipefail", *slurm.setup, f"PYTHON={_python(slurm)}",
+              f'"$PYTHON" -m evalsuite leaderboard --out {shlex.quote(str(sweep.out))}',
+              f'"$PYTHON" -m evalsuite sweep status {shlex.quote(str(sweep.path))}', ""]
+    return "\n".join(lines)

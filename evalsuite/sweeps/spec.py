@@ -1,0 +1,258 @@
+"""The sweep file (YAML): models x tasks x seeds, the run options every cell shares, and the Slurm options.
+
+Read and checked before anything runs: an unknown key, model, task, probe or seed list is one line naming the file
+and the key. Relative paths (`out`, `data_root`, card paths, `weights`) are taken from the sweep file's folder, so
+the jobs find them whatever their working folder. docs/sweeps.md is the format's reference.
+"""
+
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import yaml
+
+from evalsuite.errors import EvalsuiteError
+from evalsuite.models.pooling import check_token_rule
+from evalsuite.models.registry import MODELS
+from evalsuite.runtime.precision import PRECISIONS
+from evalsuite.tasks.resources import cards_dir, find_yaml, recipes_dir
+
+TOP_KEYS = {"name", "models", "tasks", "seeds", "probes", "precision", "out", "data_root", "slurm", "device",
+            "batch_size", "num_workers", "chunk_rows", "threads", "count_check", "cache"}
+MODEL_KEYS = {"name", "model", "weights", "random_init", "pooling"}
+TASK_KEYS = {"task", "data_root", "probes", "shards"}
+SLURM_KEYS = {"partition", "account", "gpus", "cpus", "time", "array_parallelism", "extra", "setup", "python",
+              "mem_margin_gb", "max_mem_gb"}
+SAFE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
+DEFAULT_MEM_MARGIN_GB = 4.0  # interpreter, torch and timm libraries, DataLoader workers: what the plan leaves out
+
+
+@dataclass(frozen=True)
+class ModelEntry:
+    label: str  # the leaderboard's model column
+    model: str  # registry name, timm architecture or hf-hub:ORG/NAME
+    weights: str | None = None
+    random_init: bool = False
+    pooling: str | None = None
+
+
+@dataclass(frozen=True)
+class TaskEntry:
+    task: str  # card name, or a card path made absolute
+    data_root: str | None = None
+    probes: tuple = ()  # empty: the sweep's probes, else the card's defaults
+    shards: int = 1  # Slurm array elements that extract this task's caches together
+
+
+@dataclass
+class SlurmOptions:
+    partition: str | None = None
+    account: str | None = None
+    gpus: str | None = None
+    cpus: int | None = None
+    time: str | None = None
+    array_parallelism: int | None = None
+    extra: list = field(default_factory=list)  # more `#SBATCH` option lines, e.g. "--qos=normal"
+    setup: list = field(default_factory=list)  # shell lines run before evalsuite (module load, conda activate)
+    python: str | None = None  # interpreter in the jobs; None: the one running `sweep run`
+    mem_margin_gb: float = DEFAULT_MEM_MARGIN_GB
+    max_mem_gb: float | None = None  # the largest --mem a node grants; a cell over it is planned memory-mapped
+
+
+@dataclass
+class Sweep:
+    name: str
+    path: Path
+    models: list
+    tasks: list
+    seeds: list
+    probes: tuple
+    precision: str
+    out: Path
+    slurm: SlurmOptions
+    run_options: dict  # RunConfig fields every cell shares (device, batch_size, ...)
+
+
+def load_sweep(path) -> Sweep:
+    path = Path(path)
+    if not path.is_file():
+        raise EvalsuiteError(f"sweep file not found: {path}; check the path")
+    try:
+        raw = yaml.safe_load(path.read_text())
+    except yaml.YAMLError as exc:
+        raise EvalsuiteError(f"sweep file {path}: not valid YAML ({str(exc).splitlines()[0]})") from None
+    if not isinstance(raw, dict):
+        raise EvalsuiteError(f"sweep file {path}: expected a mapping with models: and tasks:, got "
+                             f"{type(raw).__name__}")
+    _check_keys(raw, TOP_KEYS, path, "")
+    return _sweep(raw, path.resolve())
+
+
+def _sweep(raw: dict, path: Path) -> Sweep:
+    base = path.parent
+    name = str(raw.get("name") or path.stem)
+    if not SAFE_NAME.fullmatch(name):
+        raise EvalsuiteError(f"sweep file {path}: name '{name}' must be letters, digits, '.', '_' or '-' (it names "
+                             "a folder)")
+    probes = _probes(raw.get("probes"), path, "probes")
+    precision = str(raw.get("precision", "auto"))
+    if precision not in PRECISIONS:
+        raise EvalsuiteError(f"sweep file {path}: precision '{precision}' is not one of {', '.join(PRECISIONS)}")
+    return Sweep(name=name, path=path, models=_models(raw, path, base), tasks=_tasks(raw, path, base),
+                 seeds=_seeds(raw.get("seeds", [0]), path), probes=probes, precision=precision,
+                 out=_resolved(raw.get("out", "evalsuite_out"), base), slurm=_slurm(raw.get("slurm") or {}, path),
+                 run_options=_run_options(raw, path))
+
+
+def _check_keys(raw: dict, allowed: set, path: Path, where: str) -> None:
+    for key in raw:
+        if key not in allowed:
+            raise EvalsuiteError(f"sweep file {path}: unknown key '{where}{key}'; known: {', '.join(sorted(allowed))}")
+
+
+def _resolved(value, base: Path) -> Path:
+    return (base / Path(str(value)).expanduser()).resolve()
+
+
+def _list(raw: dict, key: str, path: Path) -> list:
+    value = raw.get(key)
+    if not isinstance(value, list) or not value:
+        raise EvalsuiteError(f"sweep file {path}: '{key}' must be a non-empty list")
+    return value
+
+
+def _models(raw: dict, path: Path, base: Path) -> list:
+    models = [_model(item, path, base) for item in _list(raw, "models", path)]
+    labels = [model.label for model in models]
+    for label in labels:
+        if labels.count(label) > 1:
+            raise EvalsuiteError(f"sweep file {path}: two models are labelled '{label}'; give each a distinct "
+                                 "name: (it is the leaderboard's model column)")
+    return models
+
+
+def _model(item, path: Path, base: Path) -> ModelEntry:
+    if isinstance(item, str):
+        item = {"model": item}
+    if not isinstance(item, dict) or "model" not in item:
+        raise EvalsuiteError(f"sweep file {path}: each of models: is a name or a mapping with model:, got {item!r}")
+    _check_keys(item, MODEL_KEYS, path, "models.")
+    model, weights = str(item["model"]), item.get("weights")
+    random_init = bool(item.get("random_init", False))
+    if (weights or random_init) and "name" not in item:
+        raise EvalsuiteError(f"sweep file {path}: model '{model}' with weights: or random_init: needs a name: to "
+                             "tell it apart in the leaderboard")
+    if weights and random_init:
+        raise EvalsuiteError(f"sweep file {path}: model '{item['name']}' has both weights: and random_init:; "
+                             "keep one")
+    if item.get("pooling") is not None:
+        check_token_rule(str(item["pooling"]), f"sweep file {path}: pooling of '{model}'")
+    if weights and not _resolved(weights, base).exists():
+        raise EvalsuiteError(f"sweep file {path}: weights of '{item['name']}' not found: {_resolved(weights, base)}")
+    label = str(item.get("name") or model)
+    return ModelEntry(label=label, model=model, weights=str(_resolved(weights, base)) if weights else None,
+                      random_init=random_init, pooling=item.get("pooling"))
+
+
+def _tasks(raw: dict, path: Path, base: Path) -> list:
+    shared_root = raw.get("data_root")
+    tasks = [_task(item, path, base, shared_root) for item in _list(raw, "tasks", path)]
+    names = [entry.task for entry in tasks]
+    for name in names:
+        if names.count(name) > 1:
+            raise EvalsuiteError(f"sweep file {path}: task '{name}' is listed twice")
+    return tasks
+
+
+def _task(item, path: Path, base: Path, shared_root) -> TaskEntry:
+    if isinstance(item, str):
+        item = {"task": item}
+    if not isinstance(item, dict) or "task" not in item:
+        raise EvalsuiteError(f"sweep file {path}: each of tasks: is a card name or a mapping with task:, got {item!r}")
+    _check_keys(item, TASK_KEYS, path, "tasks.")
+    task = str(item["task"])
+    is_path = task.endswith((".yaml", ".yml")) or "/" in task
+    if is_path:
+        task = str(_resolved(task, base))
+    try:
+        find_yaml(task, cards_dir(), "task card", "task")
+    except EvalsuiteError as exc:
+        raise EvalsuiteError(f"sweep file {path}: {exc}") from None
+    shards = item.get("shards", 1)
+    if not isinstance(shards, int) or isinstance(shards, bool) or shards < 1:
+        raise EvalsuiteError(f"sweep file {path}: shards of task '{task}' must be an integer >= 1, got {shards!r}")
+    data_root = item.get("data_root")
+    if data_root is None and shared_root is not None:  # one folder holding a sub-folder per task
+        data_root = Path(str(shared_root)) / Path(task).stem
+    return TaskEntry(task=task, data_root=str(_resolved(data_root, base)) if data_root is not None else None,
+                     probes=_probes(item.get("probes"), path, f"probes of task '{task}'"), shards=shards)
+
+
+def _probes(value, path: Path, where: str) -> tuple:
+    if value is None:
+        return ()
+    if isinstance(value, str):
+        value = [part.strip() for part in value.split(",") if part.strip()]
+    if not isinstance(value, list) or not value:
+        raise EvalsuiteError(f"sweep file {path}: {where} must be a list of probe recipe names")
+    for name in value:
+        try:
+            find_yaml(str(name), recipes_dir(), "probe recipe", "probe")
+        except EvalsuiteError as exc:
+            raise EvalsuiteError(f"sweep file {path}: {exc}") from None
+    return tuple(str(name) for name in value)
+
+
+def _seeds(value, path: Path) -> list:
+    seeds = value if isinstance(value, list) else [value]
+    if not seeds or not all(isinstance(s, int) and not isinstance(s, bool) and s >= 0 for s in seeds) \
+            or len(set(seeds)) != len(seeds):
+        raise EvalsuiteError(f"sweep file {path}: seeds must be distinct non-negative integers, e.g. [0, 1, 2]; "
+                             f"got {value!r}")
+    return list(seeds)
+
+
+def _slurm(raw, path: Path) -> SlurmOptions:
+    if not isinstance(raw, dict):
+        raise EvalsuiteError(f"sweep file {path}: slurm: must be a mapping of sbatch options")
+    _check_keys(raw, SLURM_KEYS, path, "slurm.")
+    options = SlurmOptions(**{key: value for key, value in raw.items() if key not in ("extra", "setup")})
+    options.extra = _lines(raw.get("extra"), path, "slurm.extra")
+    options.setup = _lines(raw.get("setup"), path, "slurm.setup")
+    if options.array_parallelism is not None and (not isinstance(options.array_parallelism, int)
+                                                  or options.array_parallelism < 1):
+        raise EvalsuiteError(f"sweep file {path}: slurm.array_parallelism must be an integer >= 1")
+    return options
+
+
+def _lines(value, path: Path, where: str) -> list:
+    if value is None:
+        return []
+    lines = [value] if isinstance(value, str) else value
+    if not isinstance(lines, list) or not all(isinstance(line, str) for line in lines):
+        raise EvalsuiteError(f"sweep file {path}: {where} must be a line or a list of lines")
+    return [line for text in lines for line in text.splitlines() if line.strip()]
+
+
+def _run_options(raw: dict, path: Path) -> dict:
+    options = {"device": str(raw.get("device", "auto")), "check_counts": bool(raw.get("count_check", True)),
+               "cache": str(raw.get("cache", "auto"))}
+    for key in ("batch_size", "num_workers", "chunk_rows", "threads"):
+        if key in raw:
+            if not isinstance(raw[key], int) or raw[key] < 0:
+                raise EvalsuiteError(f"sweep file {path}: {key} must be a non-negative integer")
+            options[key] = raw[key]
+    if options["cache"] not in ("auto", "ram", "memmap"):
+        raise EvalsuiteError(f"sweep file {path}: cache must be auto, ram or memmap")
+    return options
+
+
+def known_model(entry: ModelEntry) -> None:
+    """An unknown model name is refused before any cell runs (timm is imported for a name outside the registry)."""
+    if entry.model in MODELS or entry.model.startswith("hf-hub:"):
+        return
+    import timm
+
+    if not timm.is_model(entry.model):
+        raise EvalsuiteError(f"sweep: unknown model '{entry.model}' (label '{entry.label}'): not in the registry "
+                             "(`evalsuite list --models`) nor a timm architecture")
