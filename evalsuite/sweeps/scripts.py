@@ -18,7 +18,8 @@ MAX_REQUEUES = 5
 
 
 def _option_lines(slurm, job_name: str, log_pattern: str, with_gpus: bool) -> list:
-    lines = [f"--job-name={job_name}", f"--output={log_pattern}"]
+    # sbatch reads a directive's value up to white space unless it is in double quotes (a path with spaces).
+    lines = [f"--job-name={job_name}", f'--output="{log_pattern}"']
     for flag, value in (("partition", slurm.partition), ("account", slurm.account), ("time", slurm.time)):
         if value:
             lines.append(f"--{flag}={value}")

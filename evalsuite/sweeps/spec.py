@@ -98,6 +98,8 @@ def _sweep(raw: dict, path: Path) -> Sweep:
     precision = str(raw.get("precision", "auto"))
     if precision not in PRECISIONS:
         raise EvalsuiteError(f"sweep file {path}: precision '{precision}' is not one of {', '.join(PRECISIONS)}")
+    if any(char in str(raw.get("out", "")) for char in '"\n'):  # it goes into a quoted #SBATCH --output line
+        raise EvalsuiteError(f"sweep file {path}: out must not contain a double quote or a line break")
     return Sweep(name=name, path=path, models=_models(raw, path, base), tasks=_tasks(raw, path, base),
                  seeds=_seeds(raw.get("seeds", [0]), path), probes=probes, precision=precision,
                  out=_resolved(raw.get("out", "evalsuite_out"), base), slurm=_slurm(raw.get("slurm") or {}, path),

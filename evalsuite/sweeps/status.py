@@ -35,7 +35,8 @@ def _state(cell, record: dict, done: bool, queue: dict) -> dict:
         return {**base, "state": "done"}
     word = record.get("state")
     if word == "failed":
-        return {**base, "state": "failed", "error": record.get("error")}
+        where = f" (at {record['stage']})" if record.get("stage") else ""
+        return {**base, "state": "failed", "error": f"{record.get('error')}{where}"}
     if word in ("running", "submitted"):
         return {**base, **_alive_or_failed(record, word, queue)}
     return {**base, "state": "pending"}

@@ -1,8 +1,8 @@
 """The Slurm executor: the cells not done become one job array, each element with its own `--mem`.
 
 Each cell's memory is planned here, before submission, by the RAM budget planner (its caches, labels, model and
-working sets, from one real forward pass): the request is the plan's figure over (1 - the planner's 10 % safety
-margin) plus `slurm.mem_margin_gb` (default 4 GB) for what the plan does not count (the interpreter, torch's
+working sets, from one real forward pass): the request is the plan's figure plus the room the job's own planner
+keeps back (10 %, at least 256 MiB) plus `slurm.mem_margin_gb` (default 4 GB) for what the plan does not count (the interpreter, torch's
 libraries, DataLoader workers). A cell over `slurm.max_mem_gb` is planned with memory-mapped caches. Slurm gives
 every task of an array the same options, so the array is submitted held with the largest request, each smaller
 task is lowered with `scontrol update JobId=ARRAY_TASK MinMemoryNode=MB`, then the array is released.
@@ -18,7 +18,7 @@ import shutil
 import subprocess
 
 from evalsuite.errors import EvalsuiteError, one_line
-from evalsuite.features.budget import SAFETY_MARGIN_FRACTION
+from evalsuite.features.budget import SAFETY_MARGIN_FRACTION, SAFETY_MARGIN_MIN_BYTES
 from evalsuite.sweeps.cells import write_json
 from evalsuite.sweeps.scripts import array_script, leaderboard_script
 from evalsuite.sweeps.state import mark
@@ -41,7 +41,7 @@ def cell_mem_mb(sweep, cell, builds) -> int:
 
     config = cell.config(sweep, mem="1024T", device="cpu")  # plan the bytes, whatever this login node has
     card, reader, backbone = build_task_and_backbone(config, builds)
-    plan = plan_splits(config, card, reader, backbone, resolve_device("cpu"))
+    plan = plan_splits(config, card, reader, backbone, resolve_device("cpu")).plan
     needed = plan.ram_needed_bytes
     if sweep.slurm.max_mem_gb and _request_mb(needed, sweep) > sweep.slurm.max_mem_gb * 1024:
         needed = plan.memmap_needed_bytes
@@ -49,7 +49,9 @@ def cell_mem_mb(sweep, cell, builds) -> int:
 
 
 def _request_mb(needed_bytes: int, sweep) -> int:
-    return math.ceil(needed_bytes / (1 - SAFETY_MARGIN_FRACTION) / MB + sweep.slurm.mem_margin_gb * 1024)
+    # The job's own planner keeps back 10 % of its allocation (at least 256 MiB): the request leaves it that room.
+    kept_back = max(needed_bytes * SAFETY_MARGIN_FRACTION / (1 - SAFETY_MARGIN_FRACTION), SAFETY_MARGIN_MIN_BYTES)
+    return math.ceil((needed_bytes + kept_back) / MB + sweep.slurm.mem_margin_gb * 1024)
 
 
 def plan_elements(sweep, pending: list, say, record: bool = True) -> list:

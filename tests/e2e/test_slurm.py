@@ -23,6 +23,7 @@ from pathlib import Path
 
 import pytest
 from conftest import REPO, leaderboard_rows
+from slurm_cluster import running_cluster
 
 SLURM_TOOLS = ("slurmctld", "slurmd", "sbatch", "scontrol", "scancel", "munged")
 _missing = [tool for tool in SLURM_TOOLS if shutil.which(tool) is None and not Path("/usr/sbin", tool).exists()]
@@ -56,17 +57,8 @@ _TEMPLATE_VARS = ("TASK", "MODEL", "OUT", "EXTRA_ARGS", "RUN_ARGS", "EXTRA_ARGS_
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory):
     """SLURM_CONF of a running private cluster; stopped at the end of the module, pass or fail."""
-    state = Path(os.environ.get("EVALSUITE_SLURM_DIR") or tmp_path_factory.mktemp("slurm"))
-    env = {**os.environ, "PATH": f"{os.environ.get('PATH', '')}:/usr/sbin:/sbin"}
-    try:
-        up = subprocess.run(["bash", str(REPO / ".ci/slurm_up.sh"), str(state)], env=env, capture_output=True,
-                            text=True, timeout=120)
-        assert up.returncode == 0, f"slurm_up.sh failed:\n{up.stdout}\n{up.stderr}"
-        yield state / "slurm.conf"
-    finally:
-        down = subprocess.run(["bash", str(REPO / ".ci/slurm_down.sh"), str(state)], env=env, capture_output=True,
-                              text=True, timeout=120)
-        print(down.stdout, down.stderr, file=sys.stderr)
+    with running_cluster(Path(os.environ.get("EVALSUITE_SLURM_DIR") or tmp_path_factory.mktemp("slurm"))) as conf:
+        yield conf
 
 
 def _job_env(conf: Path, **settings) -> dict:

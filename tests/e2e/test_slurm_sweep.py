@@ -1,0 +1,165 @@
+"""`evalsuite sweep run --executor slurm` under a real Slurm on localhost: one job array per submission, per-element
+--mem from the budget planner, a failed cell resubmitted alone after the file is fixed, every row exactly once, and a
+sharded extraction stopped mid-way by a signal, requeued, and byte-identical to a one-process extraction.
+
+The module starts its own private cluster (in EVALSUITE_SLURM_DIR/sweep when CI sets it, so .ci/run's trap stops
+it), so it can run beside tests/e2e/test_slurm.py on the other pytest worker. The cluster's GPUs are fake: the
+sweep says `device: cpu`.
+"""
+
+import collections
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from conftest import leaderboard_rows
+from slurm_cluster import running_cluster
+
+_missing = [tool for tool in ("slurmctld", "slurmd", "sbatch", "scontrol", "munged")
+            if shutil.which(tool) is None and not Path("/usr/sbin", tool).exists()]
+pytestmark = [
+    pytest.mark.slurm,
+    pytest.mark.slow,
+    pytest.mark.skipif(bool(_missing) and os.environ.get("EVALSUITE_REQUIRE_SLURM") != "1",
+                       reason=f"Slurm not installed (no {', '.join(_missing)}); CI installs it"),
+    pytest.mark.skipif(hasattr(os, "geteuid") and os.geteuid() != 0, reason="the localhost cluster needs root"),
+]
+
+PRETRAINED = "efficientnet_lite0_imagenet"
+WAIT_S = 900
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory):
+    base = os.environ.get("EVALSUITE_SLURM_DIR")
+    state = Path(base) / "sweep" if base else tmp_path_factory.mktemp("slurm-sweep")
+    with running_cluster(state) as conf:
+        yield conf
+
+
+def _env(conf: Path) -> dict:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("SLURM_", "SBATCH_", "SRUN_", "SALLOC_"))}
+    env.update(SLURM_CONF=str(conf), PYTHONUNBUFFERED="1", HF_HUB_OFFLINE="1",
+               PATH=f"{Path(sys.executable).parent}:{env.get('PATH', '')}:/usr/sbin:/sbin")
+    return env
+
+
+def _evalsuite(conf: Path, *args, cwd: Path) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "evalsuite", *map(str, args)], cwd=cwd, env=_env(conf),
+                          capture_output=True, text=True, timeout=600)
+
+
+def _write_sweep(folder: Path, tasks: str, models: str, extra: str = "") -> Path:
+    path = folder / "sweep.yaml"
+    path.write_text(f"name: ci\nmodels:\n{models}tasks:\n{tasks}seeds: [0, 1]\ndevice: cpu\nnum_workers: 0\n"
+                    f"out: results dir\nslurm:\n  cpus: 1\n  time: '00:30:00'\n  array_parallelism: 2\n{extra}")
+    return path
+
+
+def _wait_for_queue(conf: Path, timeout_s: int = WAIT_S) -> None:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        queued = subprocess.run(["squeue", "-h", "-o", "%i %T"], env=_env(conf), capture_output=True, text=True)
+        if not queued.stdout.strip():
+            return
+        time.sleep(3)
+    pytest.fail(f"jobs still queued after {timeout_s} s:\n{queued.stdout}")
+
+
+def _job_mem_mb(conf: Path, job: str) -> int:
+    shown = subprocess.run(["scontrol", "show", "job", job], env=_env(conf), capture_output=True, text=True).stdout
+    value = next(part for part in shown.split() if part.startswith("MinMemoryNode="))[len("MinMemoryNode="):]
+    return int(float(value[:-1]) * (1024 if value.endswith("G") else 1))
+
+
+def _status(conf: Path, sweep: Path) -> dict:
+    result = _evalsuite(conf, "sweep", "status", sweep, "--json", cwd=sweep.parent)
+    assert result.returncode == 0, result.stderr
+    return {(cell["model"], cell["task"]): cell for cell in json.loads(result.stdout)}
+
+
+def _submitted_arrays(stdout: str) -> list:
+    return [line for line in stdout.splitlines() if line.startswith("running: sbatch") and "--array=" in line]
+
+
+def test_a_sweep_is_one_array_a_failed_cell_is_resubmitted_alone_and_rows_are_written_once(cluster, tmp_path):
+    models = f"  - {PRETRAINED}\n  - {{name: {PRETRAINED}+random-init, model: {PRETRAINED}, random_init: true}}\n"
+    broken = _write_sweep(tmp_path, "  - demo\n  - {task: demo_seg, data_root: /no/such/folder}\n", models)
+    first = _evalsuite(cluster, "sweep", "run", broken, "--executor", "slurm", cwd=tmp_path)
+    assert first.returncode == 4, first.stdout + first.stderr  # the demo_seg cells failed at planning
+    assert len(_submitted_arrays(first.stdout)) == 1, first.stdout  # one array for every runnable cell
+    plan = json.loads((tmp_path / "results dir/sweeps/ci/plan.json").read_text())
+    array_id = next(line for line in first.stdout.splitlines() if "scontrol release" in line).split()[-1]
+    for element in plan["elements"]:  # each element's --mem is the planner's figure for its cell
+        assert _job_mem_mb(cluster, f"{array_id}_{element['index']}") == element["mem_mb"]
+    _wait_for_queue(cluster)
+    status = _status(cluster, broken)
+    assert {key: cell["state"] for key, cell in status.items()} == {
+        (PRETRAINED, "demo"): "done", (f"{PRETRAINED}+random-init", "demo"): "done",
+        (PRETRAINED, "demo_seg"): "failed", (f"{PRETRAINED}+random-init", "demo_seg"): "failed"}
+    assert "/no/such/folder" in status[(PRETRAINED, "demo_seg")]["error"]
+
+    fixed = _write_sweep(tmp_path, "  - demo\n  - demo_seg\n", models)
+    second = _evalsuite(cluster, "sweep", "run", fixed, "--executor", "slurm", cwd=tmp_path)
+    assert second.returncode == 0, second.stdout + second.stderr
+    (array_line,) = _submitted_arrays(second.stdout)
+    plan = json.loads((tmp_path / "results dir/sweeps/ci/plan.json").read_text())
+    assert {element["ref"]["task"] for element in plan["elements"]} == {"demo_seg"}, array_line  # only those cells
+    _wait_for_queue(cluster)
+    assert {cell["state"] for cell in _status(cluster, fixed).values()} == {"done"}
+
+    rows = leaderboard_rows(tmp_path / "results dir")
+    keys = collections.Counter((r["model"], r["task"], r["probe"], r["seed"], r["split"], r["metric"]) for r in rows)
+    assert keys and max(keys.values()) == 1, [key for key, n in keys.items() if n > 1][:5]
+    cells = {(r["model"], r["task"], r["seed"]) for r in rows if r["split"] == "test"}
+    assert len(cells) == 2 * 2 * 2
+    third = _evalsuite(cluster, "sweep", "run", fixed, "--executor", "slurm", cwd=tmp_path)
+    assert "nothing to submit" in third.stdout and not _submitted_arrays(third.stdout), third.stdout
+    assert (tmp_path / "results dir/leaderboard_wide.csv").is_file()  # the final job rebuilt the wide table
+
+
+def _first_shard_chunk_done(cache_root: Path) -> bool:
+    for manifest_path in cache_root.glob("*/manifest.json"):
+        manifest = json.loads(manifest_path.read_text())
+        if manifest["fields"]["split"] == "train" and manifest["chunks"][0]["done"]:
+            return not manifest["complete"]
+    return False
+
+
+def test_a_shard_stopped_mid_extraction_is_requeued_and_the_cache_is_byte_identical(cluster, tmp_path):
+    models = "  - {name: tiny, model: test_vit, random_init: true}\n"
+    sweep = _write_sweep(tmp_path, "  - {task: demo, shards: 2}\n", models,
+                         extra="").read_text().replace("num_workers: 0\n", "num_workers: 0\nchunk_rows: 32\n"
+                                                       "batch_size: 32\nprobes: [knn]\n")
+    (tmp_path / "sweep.yaml").write_text(sweep)
+    submitted = _evalsuite(cluster, "sweep", "run", tmp_path / "sweep.yaml", "--executor", "slurm", cwd=tmp_path)
+    assert submitted.returncode == 0, submitted.stdout + submitted.stderr
+    array_id = next(line for line in submitted.stdout.splitlines() if "scontrol release" in line).split()[-1]
+    cache_root = tmp_path / "results dir/cache"
+    deadline = time.monotonic() + 300
+    while not _first_shard_chunk_done(cache_root):
+        assert time.monotonic() < deadline, "shard 0 wrote no chunk in 300 s"
+        time.sleep(0.2)
+    subprocess.run(["scancel", "--batch", "--signal=USR1", f"{array_id}_0"], env=_env(cluster), check=True)
+    _wait_for_queue(cluster)
+    log = (tmp_path / f"results dir/sweeps/ci/logs/{array_id}_0.out").read_text(errors="replace")
+    assert "requeueing" in log and "restart 1" in log, log[-3000:]
+    assert {cell["state"] for cell in _status(cluster, tmp_path / "sweep.yaml").values()} == {"done"}
+
+    single = tmp_path / "single"  # the same task in one process: the same cache keys, the same bytes
+    one = _evalsuite(cluster, "run", "--task", "demo", "--model", "test_vit", "--random-init", "--device", "cpu",
+                     "--num-workers", "0", "--chunk-rows", "32", "--batch-size", "32", "--probes", "knn",
+                     "--out", single, cwd=tmp_path)
+    assert one.returncode == 0, one.stderr
+    keys = sorted(p.parent.name for p in (single / "cache").glob("*/features.npy"))
+    assert len(keys) == 3
+    for key in keys:
+        assert (single / "cache" / key / "features.npy").read_bytes() == \
+               (cache_root / key / "features.npy").read_bytes(), key
+    verified = _evalsuite(cluster, "cache", "verify", "--out", tmp_path / "results dir", cwd=tmp_path)
+    assert verified.returncode == 0, verified.stdout + verified.stderr
