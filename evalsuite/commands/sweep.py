@@ -23,8 +23,8 @@ def add_parser(commands, common) -> None:
     status.add_argument("--json", action="store_true", help="one JSON list of cells, for scripts")
     status.set_defaults(handler=main_status)
     element = actions.add_parser("element", parents=[common],
-                                 help="(run by a submitted sweep's array script) one element of its plan.json")
-    element.add_argument("plan", help="the sweep's plan.json")
+                                 help="(run by a submitted sweep's array script) one element of its plan file")
+    element.add_argument("plan", help="the submission's plan-STAMP.json")
     element.add_argument("index", type=int, help="the element ($SLURM_ARRAY_TASK_ID)")
     element.set_defaults(handler=main_element)
 
@@ -98,7 +98,8 @@ def _submit(sweep, cells, dry_run: bool) -> None:
     pending = [(cell, missing_runs(cell, _done(sweep, cell))) for cell in wanted]
     elements = _planned(sweep, [(cell, runs) for cell, runs in pending if runs], dry_run)
     if elements:
-        paths = write_files(sweep, elements)
+        paths = write_files(sweep, elements, dry_run)
+        print(f"plan: {paths['plan']}")
         if dry_run:
             for name in ("array", "leaderboard"):
                 print(f"--- {paths[name]} ---\n{paths[name].read_text()}")

@@ -1,18 +1,20 @@
 """One element of a submitted sweep (`evalsuite sweep element PLAN INDEX`, run by the array script): a cell's
 probe runs, or one extraction shard of a cell with `shards:`.
 
-The element reads everything from plan.json, written at submission. Before running a cell it reads the leaderboard
+The element reads everything from its submission's plan-STAMP.json. Before running a cell it reads the leaderboard
 again and runs only the (probe, seed) pairs still missing, so a requeued element whose rows were appended before
 it stopped adds none twice. It records its state for `sweep status`; its exit code is the run's (75 on a stop
 signal, which the array script turns into a requeue).
 """
 
 import os
+import sys
 from pathlib import Path
 
 from evalsuite.config import RunConfig
 from evalsuite.errors import EvalsuiteError, one_line
 from evalsuite.features.extract import Preempted
+from evalsuite.reporting.commit import repair_half_commits
 from evalsuite.reporting.leaderboard import LEADERBOARD_FILE, read_rows
 from evalsuite.sweeps.cells import pairs_present, read_json, runs_for
 from evalsuite.sweeps.state import mark
@@ -50,6 +52,8 @@ def _log_path(folder: Path) -> str | None:
 def _run_cell(config: RunConfig, element: dict, say) -> None:
     from evalsuite.runner import run
 
+    for note in repair_half_commits(config.out_dir):  # an element killed while committing, finished or undone
+        print(f"note: {note}", file=sys.stderr)
     path = config.out_dir / LEADERBOARD_FILE
     done = pairs_present(read_rows(path) if path.is_file() else [], element["ref"], element.get("weights_id"),
                          element["precision"])

@@ -13,6 +13,7 @@ import traceback
 from evalsuite.errors import EXIT_INTERNAL, EvalsuiteError, one_line
 from evalsuite.features.extract import Preempted
 from evalsuite.models.reuse import ReusedBuilds
+from evalsuite.reporting.commit import repair_half_commits
 from evalsuite.runner import run
 from evalsuite.sweeps.cells import done_pairs, leaderboard_rows, missing_runs, sweep_dir, weights_ids
 from evalsuite.sweeps.state import log_path, mark
@@ -20,6 +21,8 @@ from evalsuite.sweeps.state import log_path, mark
 
 def run_local(sweep, cells, say=print) -> dict:
     """Run every cell not done; returns {cell id: "done" | "failed" | "skipped"}."""
+    for note in repair_half_commits(sweep.out):  # a run killed while committing, finished or undone first
+        print(f"note: {note}", file=sys.stderr)
     rows, ids = leaderboard_rows(sweep), weights_ids(sweep)
     todo = [(cell, missing_runs(cell, done_pairs(sweep, rows, cell, ids))) for cell in cells]
     outcome = {cell.id: "skipped" for cell, runs in todo if not runs}

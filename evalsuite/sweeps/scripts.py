@@ -1,10 +1,10 @@
 """The two job scripts of a Slurm sweep, written readable into `<out>/sweeps/<name>/`.
 
-`array.sbatch` runs one element of `plan.json` per array task: `evalsuite sweep element PLAN $SLURM_ARRAY_TASK_ID`.
+`array-STAMP.sbatch` runs one element of its `plan-STAMP.json` per array task: `evalsuite sweep element PLAN $SLURM_ARRAY_TASK_ID`.
 Everything an element needs is in the plan file, so no argument travels through `--export` (which splits at
 commas) and paths with spaces stay whole (every path is shell-quoted). A stop signal (USR1 from `--signal`, TERM
 from a preemption) is passed to evalsuite, which stops after its extraction chunk with exit 75; the script then
-requeues its own array task, which resumes from the chunks on disk. `leaderboard.sbatch` rebuilds the wide
+requeues its own array task, which resumes from the chunks on disk. `leaderboard-STAMP.sbatch` rebuilds the wide
 leaderboard once every element has ended.
 """
 
@@ -44,7 +44,7 @@ def _python(slurm) -> str:
 def array_script(sweep, folder, plan_path) -> str:
     """The array script: element $SLURM_ARRAY_TASK_ID of the plan, requeued on a stop signal."""
     slurm = sweep.slurm
-    lines = _header(sweep, "one array task per element of plan.json (a cell, or one extraction shard of a cell)")
+    lines = _header(sweep, "one array task per element of its plan file (a cell, or one extraction shard of a cell)")
     lines += _option_lines(slurm, f"evalsuite-{sweep.name}", str(folder / "logs" / "%A_%a.out"), with_gpus=True)
     lines += ["#SBATCH --requeue", "", "set -uo pipefail", *slurm.setup, f"PYTHON={_python(slurm)}",
               f"PLAN={shlex.quote(str(plan_path))}", f"MAX_REQUEUES={MAX_REQUEUES}",

@@ -16,6 +16,7 @@ import math
 import shlex
 import shutil
 import subprocess
+import time
 
 from evalsuite.errors import EvalsuiteError, one_line
 from evalsuite.features.budget import SAFETY_MARGIN_FRACTION, SAFETY_MARGIN_MIN_BYTES
@@ -23,7 +24,6 @@ from evalsuite.sweeps.cells import write_json
 from evalsuite.sweeps.scripts import array_script, leaderboard_script
 from evalsuite.sweeps.state import mark
 
-PLAN_FILE = "plan.json"
 MB = 1024**2
 
 
@@ -86,13 +86,19 @@ def sweep_folder(sweep):
     return sweep_dir(sweep)
 
 
-def write_files(sweep, elements: list) -> dict:
+def write_files(sweep, elements: list, dry_run: bool) -> dict:
+    """plan-STAMP.json, array-STAMP.sbatch and leaderboard-STAMP.sbatch in the sweep's folder: one set per
+    submission, because the elements of an earlier one may still be queued and read their own plan (a dry run
+    writes its set under STAMP `dry-run`)."""
     folder = sweep_folder(sweep)
     (folder / "logs").mkdir(parents=True, exist_ok=True)
-    plan_path = folder / PLAN_FILE
-    write_json(plan_path, {"sweep": str(sweep.path), "folder": str(folder), "elements": elements})
-    paths = {"plan": plan_path, "array": folder / "array.sbatch", "leaderboard": folder / "leaderboard.sbatch"}
-    paths["array"].write_text(array_script(sweep, folder, plan_path))
+    stamp = "dry-run" if dry_run else time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
+    while not dry_run and (folder / f"plan-{stamp}.json").exists():  # two submissions within one second
+        stamp += "+"
+    paths = {"plan": folder / f"plan-{stamp}.json", "array": folder / f"array-{stamp}.sbatch",
+             "leaderboard": folder / f"leaderboard-{stamp}.sbatch"}
+    write_json(paths["plan"], {"sweep": str(sweep.path), "folder": str(folder), "elements": elements})
+    paths["array"].write_text(array_script(sweep, folder, paths["plan"]))
     paths["leaderboard"].write_text(leaderboard_script(sweep, folder))
     return paths
 

@@ -83,17 +83,24 @@ def _status(conf: Path, sweep: Path) -> dict:
     return {(cell["model"], cell["task"]): cell for cell in json.loads(result.stdout)}
 
 
+def _plan(stdout: str) -> dict:
+    path = next(line for line in stdout.splitlines() if line.startswith("plan: "))[len("plan: "):]
+    return json.loads(Path(path).read_text())
+
+
 def _submitted_arrays(stdout: str) -> list:
     return [line for line in stdout.splitlines() if line.startswith("running: sbatch") and "--array=" in line]
 
 
 def test_a_sweep_is_one_array_a_failed_cell_is_resubmitted_alone_and_rows_are_written_once(cluster, tmp_path):
     models = f"  - {PRETRAINED}\n  - {{name: {PRETRAINED}+random-init, model: {PRETRAINED}, random_init: true}}\n"
-    broken = _write_sweep(tmp_path, "  - demo\n  - {task: demo_seg, data_root: /no/such/folder}\n", models)
+    # One probe per task keeps the 8 cells x seeds short; the cards' defaults add nothing to what is tested.
+    broken = _write_sweep(tmp_path, "  - {task: demo, probes: [linear]}\n  - {task: demo_seg, data_root: /no/such/folder, "
+                                    "probes: [seg_linear]}\n", models)
     first = _evalsuite(cluster, "sweep", "run", broken, "--executor", "slurm", cwd=tmp_path)
     assert first.returncode == 4, first.stdout + first.stderr  # the demo_seg cells failed at planning
     assert len(_submitted_arrays(first.stdout)) == 1, first.stdout  # one array for every runnable cell
-    plan = json.loads((tmp_path / "results dir/sweeps/ci/plan.json").read_text())
+    plan = _plan(first.stdout)
     array_id = next(line for line in first.stdout.splitlines() if "scontrol release" in line).split()[-1]
     for element in plan["elements"]:  # each element's --mem is the planner's figure for its cell
         assert _job_mem_mb(cluster, f"{array_id}_{element['index']}") == element["mem_mb"]
@@ -104,11 +111,12 @@ def test_a_sweep_is_one_array_a_failed_cell_is_resubmitted_alone_and_rows_are_wr
         (PRETRAINED, "demo_seg"): "failed", (f"{PRETRAINED}+random-init", "demo_seg"): "failed"}
     assert "/no/such/folder" in status[(PRETRAINED, "demo_seg")]["error"]
 
-    fixed = _write_sweep(tmp_path, "  - demo\n  - demo_seg\n", models)
+    fixed = _write_sweep(tmp_path, "  - {task: demo, probes: [linear]}\n  - {task: demo_seg, probes: [seg_linear]}\n",
+                         models)
     second = _evalsuite(cluster, "sweep", "run", fixed, "--executor", "slurm", cwd=tmp_path)
     assert second.returncode == 0, second.stdout + second.stderr
     (array_line,) = _submitted_arrays(second.stdout)
-    plan = json.loads((tmp_path / "results dir/sweeps/ci/plan.json").read_text())
+    plan = _plan(second.stdout)
     assert {element["ref"]["task"] for element in plan["elements"]} == {"demo_seg"}, array_line  # only those cells
     _wait_for_queue(cluster)
     assert {cell["state"] for cell in _status(cluster, fixed).values()} == {"done"}

@@ -27,7 +27,9 @@ def _planned_sweep(folder: Path) -> Path:
     assert result.returncode == 0, result.stdout + result.stderr
     assert "would run: sbatch --parsable --hold --array=0,1" in result.stdout
     assert not (folder / "out" / "leaderboard.csv").exists()
-    return folder / "out" / "sweeps" / "shards" / "plan.json"
+    plan = next(line for line in result.stdout.splitlines() if line.startswith("plan: "))[len("plan: "):]
+    assert plan.endswith("plan-dry-run.json")
+    return Path(plan)
 
 
 def _element(plan: Path, index: int) -> subprocess.Popen:
@@ -61,7 +63,7 @@ def test_two_shards_fill_the_cache_a_stopped_shard_resumes_and_the_bytes_equal_o
         out, err = done.communicate(timeout=300)
         assert done.returncode == 0, err
     rows = leaderboard_rows(tmp_path / "out")
-    assert {(r["model"], r["probe"], r["seed"]) for r in rows} == {("tiny", "knn", 0)}
+    assert {(r["model"], r["probe"], r["seed"]) for r in rows} == {("tiny", "knn", "0")}
     state = json.loads((plan.parent / "cells").glob("tiny__demo-*.shard0.json").__next__().read_text())
     assert state["state"] == "done"
 
