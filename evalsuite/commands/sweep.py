@@ -40,11 +40,10 @@ def _load(path):
 def main_run(args) -> None:
     from evalsuite.reporting.leaderboard import LEADERBOARD_FILE, check_appendable
     from evalsuite.storage.fsio import check_out_folder
-    from evalsuite.sweeps.spec import known_model
+    from evalsuite.sweeps.spec import check_models
 
     sweep, cells = _load(args.file)
-    for model in sweep.models:
-        known_model(model)
+    check_models(sweep)
     check_out_folder(sweep.out)
     check_appendable(sweep.out / LEADERBOARD_FILE)
     if args.executor == "slurm":
@@ -57,7 +56,7 @@ def _run_here(sweep, cells, dry_run: bool) -> None:
     from evalsuite.sweeps.cells import done_pairs, leaderboard_rows, missing_runs, weights_ids
 
     if dry_run:
-        rows, ids = leaderboard_rows(sweep), weights_ids(sweep)
+        rows, ids = leaderboard_rows(sweep), weights_ids(sweep, remember=False)  # a dry run writes nothing
         for cell in cells:
             runs = missing_runs(cell, done_pairs(sweep, rows, cell, ids))
             print(f"{cell.model.label} x {cell.task_name}: " + ("; ".join(

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from evalsuite.config import RunConfig
+from evalsuite.errors import EvalsuiteError
 from evalsuite.reporting.leaderboard import LEADERBOARD_FILE, read_rows
 from evalsuite.sweeps.spec import ModelEntry, Sweep, TaskEntry
 from evalsuite.tasks.cards import load_card
@@ -53,6 +54,11 @@ def sweep_dir(sweep: Sweep) -> Path:
 def cells_of(sweep: Sweep) -> list:
     """Every cell, model by model (so one process loads each model once), tasks in the file's order."""
     cards = {entry.task: load_card(entry.task) for entry in sweep.tasks}
+    names = [card.name for card in cards.values()]
+    for name in names:
+        if names.count(name) > 1:  # the leaderboard's task column could not tell their rows apart
+            raise EvalsuiteError(f"sweep file {sweep.path}: two of its tasks are cards named '{name}'; give each card "
+                                 "its own name:")
     cells = []
     for model in sweep.models:
         for task in sweep.tasks:
@@ -110,7 +116,7 @@ def leaderboard_rows(sweep: Sweep) -> list:
     return read_rows(path) if path.is_file() else []
 
 
-def weights_ids(sweep: Sweep) -> dict:
+def weights_ids(sweep: Sweep, remember: bool = True) -> dict:
     """{checkpoint path: the weights id a run records for it}, hashed once per file version (size, mtime) and kept
     in the sweep's folder: a 1 GB checkpoint is not read again for every `sweep status`."""
     from evalsuite.models.checkpoints import weights_files, weights_sha256
@@ -127,7 +133,7 @@ def weights_ids(sweep: Sweep) -> dict:
             memo[model.weights] = {"stamp": stamp, "id": f"sha256:{weights_sha256(files)}"}
             changed = True
         found[model.weights] = memo[model.weights]["id"]
-    if changed:
+    if changed and remember:
         write_json(memo_path, memo)
     return found
 

@@ -2,8 +2,9 @@
 
 Cells of one model run in a row and share its loaded backbone (models/reuse.py); a cell's seeds and probes run in
 one `evalsuite run`, sharing its feature cache. A failed cell is one line (its traceback goes to the cell's log) and
-the sweep goes on; a preemption signal or Ctrl-C stops the sweep after the current extraction chunk, and the same
-command resumes it. `shards:` has no meaning here: one process extracts each cache whole.
+the sweep goes on. SIGTERM or SIGUSR1 stops the sweep after the current extraction chunk (exit 75), Ctrl-C at once
+(exit 130); the same command resumes it. A cell that Slurm or another process is running or has queued (`sweep
+status`) is left to it. `shards:` has no meaning here: one process extracts each cache whole.
 """
 
 import sys
@@ -17,6 +18,7 @@ from evalsuite.reporting.commit import repair_half_commits
 from evalsuite.runner import run
 from evalsuite.sweeps.cells import done_pairs, leaderboard_rows, missing_runs, sweep_dir, weights_ids
 from evalsuite.sweeps.state import log_path, mark
+from evalsuite.sweeps.status import cell_states
 
 
 def run_local(sweep, cells, say=print) -> dict:
@@ -24,7 +26,10 @@ def run_local(sweep, cells, say=print) -> dict:
     for note in repair_half_commits(sweep.out):  # a run killed while committing, finished or undone first
         print(f"note: {note}", file=sys.stderr)
     rows, ids = leaderboard_rows(sweep), weights_ids(sweep)
-    todo = [(cell, missing_runs(cell, done_pairs(sweep, rows, cell, ids))) for cell in cells]
+    busy = {s["cell"] for s in cell_states(sweep, cells) if s.get("active") and s["state"] != "done"}
+    if busy:
+        say(f"sweep {sweep.name}: {len(busy)} cells are queued or running elsewhere (`sweep status`); left to them")
+    todo = [(cell, missing_runs(cell, done_pairs(sweep, rows, cell, ids))) for cell in cells if cell.id not in busy]
     outcome = {cell.id: "skipped" for cell, runs in todo if not runs}
     if outcome:
         say(f"sweep {sweep.name}: {len(outcome)} of {len(cells)} cells already in {sweep.out}/leaderboard.csv, "
@@ -39,7 +44,7 @@ def run_local(sweep, cells, say=print) -> dict:
 
 def _run_cell(sweep, cell, runs: list, builds, say) -> str:
     folder = sweep_dir(sweep)
-    mark(folder, cell.ref, "running")
+    mark(folder, cell.ref, "running", jobs=[])  # this process runs it now, not a job submitted before
     try:
         for probes, seeds in runs:
             record = run(cell.config(sweep, probes=probes, seeds=seeds), builds)
@@ -49,7 +54,7 @@ def _run_cell(sweep, cell, runs: list, builds, say) -> str:
         mark(folder, cell.ref, "pending", note="stopped by a signal; the same `sweep run` resumes it")
         raise
     except EvalsuiteError as exc:
-        return _failed(sweep, cell, one_line(exc), say)
+        return _failed(sweep, cell, one_line(exc), say, exc.exit_code)
     except Exception as exc:  # noqa: BLE001 - one cell's bug must not end the other cells
         return _failed(sweep, cell, f"internal error: {type(exc).__name__}: {one_line(exc)}", say, EXIT_INTERNAL)
     mark(folder, cell.ref, "done")

@@ -1,11 +1,14 @@
 """The two job scripts of a Slurm sweep, written readable into `<out>/sweeps/<name>/`.
 
-`array-STAMP.sbatch` runs one element of its `plan-STAMP.json` per array task: `evalsuite sweep element PLAN $SLURM_ARRAY_TASK_ID`.
-Everything an element needs is in the plan file, so no argument travels through `--export` (which splits at
-commas) and paths with spaces stay whole (every path is shell-quoted). A stop signal (USR1 from `--signal`, TERM
-from a preemption) is passed to evalsuite, which stops after its extraction chunk with exit 75; the script then
-requeues its own array task, which resumes from the chunks on disk. `leaderboard-STAMP.sbatch` rebuilds the wide
-leaderboard once every element has ended.
+`array-STAMP.sbatch` runs one element of its `plan-STAMP.json` per array task:
+`evalsuite sweep element PLAN $SLURM_ARRAY_TASK_ID`. Everything an element needs is in the plan file, so no argument travels through `--export` (which splits at
+commas) and paths with spaces stay whole (every path is shell-quoted). A stop signal (USR1, which the script asks
+Slurm to send it 5 minutes before the time limit, or from `scancel --batch --signal=USR1`; TERM from a preemption)
+is passed to evalsuite, which stops after its extraction chunk with exit 75. After USR1 the script requeues its own
+array task, which resumes from the chunks on disk; a USR1 that comes while no extraction runs (the model loading,
+the probes training) ends evalsuite at once and the task is requeued all the same, redoing only what is not on
+disk. After TERM (scancel, a preemption) Slurm decides: it requeues preempted jobs itself, a cancelled one ends.
+`leaderboard-STAMP.sbatch` rebuilds the wide leaderboard once every element has ended.
 """
 
 import shlex
@@ -15,6 +18,7 @@ import time
 from evalsuite.errors import EXIT_PREEMPTED
 
 MAX_REQUEUES = 5
+WARN_BEFORE_LIMIT_S = 300  # USR1 this long before the time limit: time to finish a chunk and requeue
 
 
 def _option_lines(slurm, job_name: str, log_pattern: str, with_gpus: bool) -> list:
@@ -27,7 +31,9 @@ def _option_lines(slurm, job_name: str, log_pattern: str, with_gpus: bool) -> li
         lines.append(f"--gpus={slurm.gpus}")
     if with_gpus and slurm.cpus:
         lines.append(f"--cpus-per-task={slurm.cpus}")
-    lines += [line if line.startswith("-") else f"--{line}" for line in (slurm.extra if with_gpus else [])]
+    extra = [line if line.startswith("-") else f"--{line}" for line in slurm.extra]
+    # The leaderboard job needs no GPU: it keeps the cluster's other required lines (--qos, --constraint, ...).
+    lines += extra if with_gpus else [line for line in extra if not line.startswith(("--gres", "--gpu"))]
     return [f"#SBATCH {line}" for line in lines]
 
 
@@ -46,21 +52,26 @@ def array_script(sweep, folder, plan_path) -> str:
     slurm = sweep.slurm
     lines = _header(sweep, "one array task per element of its plan file (a cell, or one extraction shard of a cell)")
     lines += _option_lines(slurm, f"evalsuite-{sweep.name}", str(folder / "logs" / "%A_%a.out"), with_gpus=True)
-    lines += ["#SBATCH --requeue", "", "set -uo pipefail", *slurm.setup, f"PYTHON={_python(slurm)}",
+    # --open-mode=append: a requeued task adds to its log instead of replacing the first attempt's lines.
+    lines += ["#SBATCH --requeue", "#SBATCH --open-mode=append", f"#SBATCH --signal=B:USR1@{WARN_BEFORE_LIMIT_S}",
+              "", "set -uo pipefail", *slurm.setup, f"PYTHON={_python(slurm)}",
               f"PLAN={shlex.quote(str(plan_path))}", f"MAX_REQUEUES={MAX_REQUEUES}",
               'TASK="${SLURM_ARRAY_JOB_ID}_${SLURM_ARRAY_TASK_ID}"  # this element; $SLURM_JOB_ID of task 0 is the '
               'whole array\'s id',
               'echo "[evalsuite-sweep] element $SLURM_ARRAY_TASK_ID of $PLAN, job $TASK on $(hostname), restart '
               '${SLURM_RESTART_COUNT:-0}"',
               "", "# A stop signal is passed on: evalsuite finishes its extraction chunk and exits "
-              f"{EXIT_PREEMPTED}.", 'CHILD=""',
-              "forward() { [ -n \"$CHILD\" ] && kill -s \"$1\" \"$CHILD\" 2>/dev/null; }",
+              f"{EXIT_PREEMPTED}. After TERM (scancel, a preemption) Slurm decides what follows; after USR1 the "
+              "task requeues itself.", 'CHILD="" SIGNALLED=""',
+              "forward() { SIGNALLED=$1; [ -n \"$CHILD\" ] && kill -s \"$1\" \"$CHILD\" 2>/dev/null; }",
               "trap 'forward USR1' USR1", "trap 'forward TERM' TERM",
               '"$PYTHON" -m evalsuite sweep element "$PLAN" "$SLURM_ARRAY_TASK_ID" &', "CHILD=$!",
               'wait "$CHILD"; RC=$?',
               'while kill -0 "$CHILD" 2>/dev/null; do wait "$CHILD"; RC=$?; done  # a trap cut the wait short',
-              f'if [ "$RC" = {EXIT_PREEMPTED} ] && [ "${{SLURM_RESTART_COUNT:-0}}" -lt "$MAX_REQUEUES" ]; then',
-              '    echo "[evalsuite-sweep] stopped after a chunk: requeueing $TASK; it resumes from the cache"',
+              f'if [ "$SIGNALLED" = USR1 ] && [ "$RC" != 0 ] && [ "${{SLURM_RESTART_COUNT:-0}}" -lt "$MAX_REQUEUES" ]; '
+              'then',
+              '    echo "[evalsuite-sweep] stopped by a signal (exit $RC): requeueing $TASK; it resumes from the '
+              'cache"',
               '    scontrol requeue "$TASK" && sleep 60  # the requeue ends this script',
               "fi", 'echo "[evalsuite-sweep] element $SLURM_ARRAY_TASK_ID ended with exit $RC"', 'exit "$RC"', ""]
     return "\n".join(lines)

@@ -184,10 +184,17 @@ def _task(item, path: Path, base: Path, shared_root) -> TaskEntry:
     if not isinstance(shards, int) or isinstance(shards, bool) or shards < 1:
         raise EvalsuiteError(f"sweep file {path}: shards of task '{task}' must be an integer >= 1, got {shards!r}")
     data_root = item.get("data_root")
-    if data_root is None and shared_root is not None:  # one folder holding a sub-folder per task
+    if data_root is None and shared_root is not None and not _ships_data(task):  # a sub-folder per task
         data_root = Path(str(shared_root)) / Path(task).stem
     return TaskEntry(task=task, data_root=str(_resolved(data_root, base)) if data_root is not None else None,
                      probes=_probes(item.get("probes"), path, f"probes of task '{task}'"), shards=shards)
+
+
+def _ships_data(task: str) -> bool:
+    """Whether the card's data comes with evalsuite (`package:` or `built:`), which a shared data_root leaves be."""
+    from evalsuite.tasks.cards import load_card
+
+    return str(load_card(task).data_root or "").startswith(("package:", "built:"))
 
 
 def _probes(value, path: Path, where: str) -> tuple:
@@ -221,9 +228,13 @@ def _slurm(raw, path: Path) -> SlurmOptions:
     options = SlurmOptions(**{key: value for key, value in raw.items() if key not in ("extra", "setup")})
     options.extra = _lines(raw.get("extra"), path, "slurm.extra")
     options.setup = _lines(raw.get("setup"), path, "slurm.setup")
-    if options.array_parallelism is not None and (not isinstance(options.array_parallelism, int)
-                                                  or options.array_parallelism < 1):
-        raise EvalsuiteError(f"sweep file {path}: slurm.array_parallelism must be an integer >= 1")
+    for key in ("array_parallelism", "cpus"):
+        if getattr(options, key) is not None:
+            _integer(getattr(options, key), 1, path, f"slurm.{key}")
+    for key in ("mem_margin_gb", "max_mem_gb"):
+        value = getattr(options, key)
+        if value is not None and (not isinstance(value, (int, float)) or isinstance(value, bool) or value < 0):
+            raise EvalsuiteError(f"sweep file {path}: slurm.{key} is a number of GB such as 4 or 0.5, got {value!r}")
     return options
 
 
@@ -236,25 +247,30 @@ def _lines(value, path: Path, where: str) -> list:
     return [line for text in lines for line in text.splitlines() if line.strip()]
 
 
+def _integer(value, least: int, path: Path, where: str) -> int:
+    if not isinstance(value, int) or isinstance(value, bool) or value < least:
+        raise EvalsuiteError(f"sweep file {path}: {where} must be an integer >= {least}, got {value!r}")
+    return value
+
+
 def _run_options(raw: dict, path: Path) -> dict:
     options = {"device": str(raw.get("device", "auto")), "check_counts": bool(raw.get("count_check", True)),
                "cache": str(raw.get("cache", "auto"))}
-    for key in ("batch_size", "num_workers", "chunk_rows", "threads"):
+    for key, least in (("batch_size", 1), ("num_workers", 0), ("chunk_rows", 1), ("threads", 0)):
         if key in raw:
-            if not isinstance(raw[key], int) or raw[key] < 0:
-                raise EvalsuiteError(f"sweep file {path}: {key} must be a non-negative integer")
-            options[key] = raw[key]
+            options[key] = _integer(raw[key], least, path, key)
     if options["cache"] not in ("auto", "ram", "memmap"):
         raise EvalsuiteError(f"sweep file {path}: cache must be auto, ram or memmap")
     return options
 
 
-def known_model(entry: ModelEntry) -> None:
+def check_models(sweep: Sweep) -> None:
     """An unknown model name is refused before any cell runs (timm is imported for a name outside the registry)."""
-    if entry.model in MODELS or entry.model.startswith("hf-hub:"):
-        return
-    import timm
+    for entry in sweep.models:
+        if entry.model in MODELS or entry.model.startswith("hf-hub:"):
+            continue
+        import timm
 
-    if not timm.is_model(entry.model):
-        raise EvalsuiteError(f"sweep: unknown model '{entry.model}' (label '{entry.label}'): not in the registry "
-                             "(`evalsuite list --models`) nor a timm architecture")
+        if not timm.is_model(entry.model):
+            raise EvalsuiteError(f"sweep file {sweep.path}: unknown model '{entry.model}' (label '{entry.label}'): "
+                                 "not in the registry (`evalsuite list --models`) nor a timm architecture")

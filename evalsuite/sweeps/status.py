@@ -112,5 +112,6 @@ def grid_text(sweep, states: list) -> str:
                  f" of {len(states)} cells")
     for s in states:
         if s["state"] == "failed":
-            lines.append(f"failed {s['model']} x {s['task']}: {s['error']}" + (f" (log {s['log']})" if s["log"] else ""))
+            where = f" (log {s['log']})" if s["log"] else ""
+            lines.append(f"failed {s['model']} x {s['task']}: {s['error']}{where}")
     return "\n".join(line.rstrip() for line in lines)

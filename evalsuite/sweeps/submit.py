@@ -2,8 +2,8 @@
 
 Each cell's memory is planned here, before submission, by the RAM budget planner (its caches, labels, model and
 working sets, from one real forward pass): the request is the plan's figure plus the room the job's own planner
-keeps back (10 %, at least 256 MiB) plus `slurm.mem_margin_gb` (default 4 GB) for what the plan does not count (the interpreter, torch's
-libraries, DataLoader workers). A cell over `slurm.max_mem_gb` is planned with memory-mapped caches. Slurm gives
+keeps back (10 %, at least 256 MiB) plus `slurm.mem_margin_gb` (default 4 GB) for what the plan does not count
+(the interpreter, torch's libraries, DataLoader workers). A cell over `slurm.max_mem_gb` is planned with memory-mapped caches. Slurm gives
 every task of an array the same options, so the array is submitted held with the largest request, each smaller
 task is lowered with `scontrol update JobId=ARRAY_TASK MinMemoryNode=MB`, then the array is released.
 A task with `shards: K` becomes K extraction elements in the array and one probe element submitted after them
@@ -114,19 +114,30 @@ def submit(sweep, elements: list, paths: dict, dry_run: bool, say) -> dict:
     array = _sbatch(["--hold", f"--array={indexes}{throttle}", f"--mem={top_mb}M", str(paths["array"])], dry_run,
                     say, "ARRAY")
     jobs = {e["index"]: f"{array}_{e['index']}" for e in direct}
-    for element in direct:
-        if element["mem_mb"] < top_mb:
-            _run(["scontrol", "update", f"JobId={jobs[element['index']]}", f"MinMemoryNode={element['mem_mb']}"],
-                 dry_run, say)
-    for element in chained:
-        after = ":".join(jobs[i] for i in element["after"])
-        job = _sbatch([f"--array={element['index']}", f"--mem={element['mem_mb']}M",
-                       f"--dependency=afterany:{after}", str(paths["array"])], dry_run, say, f"CELL{element['index']}")
-        jobs[element["index"]] = f"{job}_{element['index']}"
-    _run(["scontrol", "release", array], dry_run, say)
+    try:
+        _lower_memory(direct, jobs, top_mb, dry_run, say)
+        for element in chained:
+            after = ":".join(jobs[i] for i in element["after"])
+            job = _sbatch([f"--array={element['index']}", f"--mem={element['mem_mb']}M",
+                           f"--dependency=afterany:{after}", str(paths["array"])], dry_run, say,
+                          f"CELL{element['index']}")
+            jobs[element["index"]] = f"{job}_{element['index']}"
+    finally:  # never leave the array held: whatever was submitted runs
+        _run(["scontrol", "release", array], dry_run, say)
     waits = sorted({job.split("_")[0] for job in jobs.values()})
     _sbatch([f"--dependency=afterany:{':'.join(waits)}", str(paths["leaderboard"])], dry_run, say, "LEADERBOARD")
     return jobs
+
+
+def _lower_memory(direct: list, jobs: dict, top_mb: int, dry_run: bool, say) -> None:
+    """Each task's own --mem; a task Slurm will not change keeps the array's (the largest), said in one line."""
+    for element in direct:
+        if element["mem_mb"] < top_mb:
+            try:
+                _run(["scontrol", "update", f"JobId={jobs[element['index']]}", f"MinMemoryNode={element['mem_mb']}"],
+                     dry_run, say)
+            except EvalsuiteError as exc:
+                say(f"note: {jobs[element['index']]} keeps --mem={top_mb}M: {exc}")
 
 
 def _sbatch(args: list, dry_run: bool, say, placeholder: str) -> str:

@@ -17,7 +17,7 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import leaderboard_rows
+from conftest import REPO, leaderboard_rows
 from slurm_cluster import running_cluster
 
 _missing = [tool for tool in ("slurmctld", "slurmd", "sbatch", "scontrol", "munged")
@@ -83,6 +83,14 @@ def _status(conf: Path, sweep: Path) -> dict:
     return {(cell["model"], cell["task"]): cell for cell in json.loads(result.stdout)}
 
 
+def _short_seg_recipe(folder: Path) -> Path:
+    """The shipped seg_linear recipe with 3 epochs instead of 30."""
+    text = (REPO / "probes" / "seg_linear.yaml").read_text()
+    path = folder / "seg_linear_short.yaml"
+    path.write_text(text.replace("name: seg_linear\n", "name: seg_linear_short\n").replace("epochs: 30", "epochs: 3"))
+    return path
+
+
 def _plan(stdout: str) -> dict:
     path = next(line for line in stdout.splitlines() if line.startswith("plan: "))[len("plan: "):]
     return json.loads(Path(path).read_text())
@@ -94,9 +102,10 @@ def _submitted_arrays(stdout: str) -> list:
 
 def test_a_sweep_is_one_array_a_failed_cell_is_resubmitted_alone_and_rows_are_written_once(cluster, tmp_path):
     models = f"  - {PRETRAINED}\n  - {{name: {PRETRAINED}+random-init, model: {PRETRAINED}, random_init: true}}\n"
-    # One probe per task keeps the 8 cells x seeds short; the cards' defaults add nothing to what is tested.
-    broken = _write_sweep(tmp_path, "  - {task: demo, probes: [linear]}\n  - {task: demo_seg, data_root: /no/such/folder, "
-                                    "probes: [seg_linear]}\n", models)
+    # One short probe per task keeps the cells quick; the cards' default probes add nothing to what is tested here.
+    seg = _short_seg_recipe(tmp_path)
+    broken = _write_sweep(tmp_path, f"  - {{task: demo, probes: [linear]}}\n  - {{task: demo_seg, data_root: "
+                                    f"/no/such/folder, probes: [{seg}]}}\n", models)
     first = _evalsuite(cluster, "sweep", "run", broken, "--executor", "slurm", cwd=tmp_path)
     assert first.returncode == 4, first.stdout + first.stderr  # the demo_seg cells failed at planning
     assert len(_submitted_arrays(first.stdout)) == 1, first.stdout  # one array for every runnable cell
@@ -111,7 +120,7 @@ def test_a_sweep_is_one_array_a_failed_cell_is_resubmitted_alone_and_rows_are_wr
         (PRETRAINED, "demo_seg"): "failed", (f"{PRETRAINED}+random-init", "demo_seg"): "failed"}
     assert "/no/such/folder" in status[(PRETRAINED, "demo_seg")]["error"]
 
-    fixed = _write_sweep(tmp_path, "  - {task: demo, probes: [linear]}\n  - {task: demo_seg, probes: [seg_linear]}\n",
+    fixed = _write_sweep(tmp_path, f"  - {{task: demo, probes: [linear]}}\n  - {{task: demo_seg, probes: [{seg}]}}\n",
                          models)
     second = _evalsuite(cluster, "sweep", "run", fixed, "--executor", "slurm", cwd=tmp_path)
     assert second.returncode == 0, second.stdout + second.stderr
