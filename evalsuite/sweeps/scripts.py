@@ -1,14 +1,14 @@
 """The two job scripts of a Slurm sweep, written readable into `<out>/sweeps/<name>/`.
 
-`array-STAMP.sbatch` runs one element of its `plan-STAMP.json` per array task:
-`evalsuite sweep element PLAN $SLURM_ARRAY_TASK_ID`. Everything an element needs is in the plan file, so no argument travels through `--export` (which splits at
-commas) and paths with spaces stay whole (every path is shell-quoted). A stop signal (USR1, which the script asks
-Slurm to send it 5 minutes before the time limit, or from `scancel --batch --signal=USR1`; TERM from a preemption)
-is passed to evalsuite, which stops after its extraction chunk with exit 75. After USR1 the script requeues its own
-array task, which resumes from the chunks on disk; a USR1 that comes while no extraction runs (the model loading,
-the probes training) ends evalsuite at once and the task is requeued all the same, redoing only what is not on
-disk. After TERM (scancel, a preemption) Slurm decides: it requeues preempted jobs itself, a cancelled one ends.
-`leaderboard-STAMP.sbatch` rebuilds the wide leaderboard once every element has ended.
+`array-STAMP.sbatch` runs one element of its `plan-STAMP.json` per array task: `evalsuite sweep element PLAN
+$SLURM_ARRAY_TASK_ID`. Everything an element needs is in the plan file, so no argument travels through `--export`
+(which splits at commas) and paths with spaces stay whole (every path is shell-quoted). A stop signal (USR1, which
+the script asks Slurm to send it 5 minutes before the time limit, or from `scancel --batch --signal=USR1`; TERM from
+a preemption) is passed to evalsuite, which stops after its extraction chunk with exit 75. After USR1 the script
+requeues its own array task, which resumes from the chunks on disk; a USR1 that comes while no extraction runs (the
+model loading, the probes training) ends evalsuite at once and the task is requeued all the same, redoing only what
+is not on disk. After TERM (scancel, a preemption) Slurm decides: it requeues preempted jobs itself, a cancelled one
+ends. `leaderboard-STAMP.sbatch` rebuilds the wide leaderboard once every element has ended.
 """
 
 import shlex

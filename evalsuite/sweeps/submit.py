@@ -2,12 +2,12 @@
 
 Each cell's memory is planned here, before submission, by the RAM budget planner (its caches, labels, model and
 working sets, from one real forward pass): the request is the plan's figure plus the room the job's own planner
-keeps back (10 %, at least 256 MiB) plus `slurm.mem_margin_gb` (default 4 GB) for what the plan does not count
-(the interpreter, torch's libraries, DataLoader workers). A cell over `slurm.max_mem_gb` is planned with memory-mapped caches. Slurm gives
-every task of an array the same options, so the array is submitted held with the largest request, each smaller
-task is lowered with `scontrol update JobId=ARRAY_TASK MinMemoryNode=MB`, then the array is released.
-A task with `shards: K` becomes K extraction elements in the array and one probe element submitted after them
-(`--dependency=afterany` on those K tasks: a shard that failed leaves its chunks to the probe element, which
+keeps back (10 %, at least 256 MiB) plus `slurm.mem_margin_gb` (default 4 GB) for what the plan does not count (the
+interpreter, torch's libraries, DataLoader workers). A cell over `slurm.max_mem_gb` is planned with memory-mapped
+caches. Slurm gives every task of an array the same options, so the array is submitted held with the largest
+request, each smaller task is lowered with `scontrol update JobId=ARRAY_TASK MinMemoryNode=MB`, then the array is
+released. A task with `shards: K` becomes K extraction elements in the array and one probe element submitted after
+them (`--dependency=afterany` on those K tasks: a shard that failed leaves its chunks to the probe element, which
 extracts what is missing itself). A last job, `--dependency=afterany` on everything, rebuilds the wide leaderboard.
 """
 
