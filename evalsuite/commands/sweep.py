@@ -38,14 +38,18 @@ def _load(path):
 
 
 def main_run(args) -> None:
+    from evalsuite.errors import EvalsuiteError, one_line
     from evalsuite.reporting.leaderboard import LEADERBOARD_FILE, check_appendable
     from evalsuite.storage.fsio import check_out_folder
     from evalsuite.sweeps.spec import check_models
 
     sweep, cells = _load(args.file)
     check_models(sweep)
-    check_out_folder(sweep.out)
-    check_appendable(sweep.out / LEADERBOARD_FILE)
+    try:
+        check_out_folder(sweep.out)
+        check_appendable(sweep.out / LEADERBOARD_FILE)
+    except EvalsuiteError as exc:  # the messages name --out, which the sweep file calls out:
+        raise EvalsuiteError(f"sweep file {sweep.path}: out: {one_line(exc).replace('--out ', '')}") from None
     if args.executor == "slurm":
         _submit(sweep, cells, args.dry_run)
     else:

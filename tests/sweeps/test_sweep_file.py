@@ -1,0 +1,251 @@
+"""Bad sweep files through the CLI: one `evalsuite: error:` line naming the file and the key or the fix, exit 2,
+and nothing written under the sweep's `out`. Relative paths in a sweep file are taken from its folder."""
+
+import json
+import os
+import shutil
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+from conftest import assert_one_line_error, run_cli
+
+from evalsuite.errors import EXIT_SWEEP_INCOMPLETE, EXIT_USER
+from evalsuite.tasks.resources import cards_dir
+
+MODEL = {"model": "test_vit", "random_init": True, "name": "vit"}
+
+
+def _base() -> dict:
+    """A valid sweep: the tiny timm test model on the demo task, everything it writes under `out`."""
+    return {"models": [dict(MODEL)], "tasks": ["demo"], "seeds": [0], "probes": ["linear"], "device": "cpu",
+            "num_workers": 0, "out": "out"}
+
+
+@pytest.fixture
+def folder(tmp_path):
+    return tmp_path.resolve()
+
+
+def _write(folder: Path, raw=None, text: str | None = None, name: str = "sweep.yaml") -> Path:
+    path = folder / name
+    path.write_text(text if text is not None else yaml.safe_dump(raw, sort_keys=False))
+    return path
+
+
+def _expect_error(folder: Path, path: Path, *fragments: str, args=("run",), env=None):
+    """`sweep ARGS PATH` refuses with one line naming the file and `fragments`, exit 2, nothing under out."""
+    result = run_cli("sweep", *args, path, cwd=folder, env=env, timeout=120)
+    assert_one_line_error(result, *fragments)
+    assert result.returncode == EXIT_USER, result.stderr
+    assert not (folder / "out").exists()
+    return result
+
+
+def _sweep_with(folder: Path, **changes) -> Path:
+    raw = _base()
+    raw.update(changes)
+    return _write(folder, raw)
+
+
+# ---- keys the format does not know
+
+@pytest.mark.parametrize("changes, fragment, known", [
+    ({"seed": [0]}, "unknown key 'seed'", "seeds"),
+    ({"models": [{**MODEL, "pooling_rule": "cls"}]}, "unknown key 'models.pooling_rule'", "pooling"),
+    ({"tasks": [{"task": "demo", "data_rot": "x"}]}, "unknown key 'tasks.data_rot'", "data_root"),
+    ({"slurm": {"partion": "gpu"}}, "unknown key 'slurm.partion'", "partition"),
+], ids=["top", "model", "task", "slurm"])
+def test_unknown_key(folder, changes, fragment, known):
+    """The line names the key where it is, and the known keys (the fix) beside it."""
+    path = _sweep_with(folder, **changes)
+    result = _expect_error(folder, path, str(path), fragment, "known: ")
+    assert known in result.stderr.split("known: ", 1)[1]
+
+
+def test_unknown_key_refused_by_status_too(folder):
+    path = _sweep_with(folder, seed=[0])
+    _expect_error(folder, path, str(path), "unknown key 'seed'", args=("status",))
+
+
+# ---- tasks and probes
+
+def test_unknown_task_card(folder):
+    path = _sweep_with(folder, tasks=["no_such_card"])
+    _expect_error(folder, path, str(path), "unknown task 'no_such_card'", "known tasks:", "demo")
+
+
+def test_unknown_probe_recipe(folder):
+    path = _sweep_with(folder, probes=["no_such_probe"])
+    _expect_error(folder, path, str(path), "unknown probe 'no_such_probe'", "known probes:", "linear")
+
+
+def test_two_cards_with_one_name(folder):
+    """A copy of the demo card that keeps `name: demo` is the same leaderboard task (and the same cell id): refused
+    when the sweep is read, not run twice (rows appended twice)."""
+    shutil.copy(cards_dir() / "demo.yaml", folder / "my_demo.yaml")
+    path = _sweep_with(folder, tasks=["demo", "my_demo.yaml"])
+    _expect_error(folder, path, str(path), "'demo'", "name:", args=("run", "--dry-run"))
+
+
+@pytest.mark.parametrize("shards", [0, "two"])
+def test_bad_shards(folder, shards):
+    path = _sweep_with(folder, tasks=[{"task": "demo", "shards": shards}])
+    _expect_error(folder, path, str(path), "shards of task 'demo'", "must be an integer >= 1", repr(shards))
+
+
+# ---- models
+
+def test_duplicate_model_labels(folder):
+    path = _sweep_with(folder, models=[dict(MODEL), {"model": "resnet18", "name": "vit"}])
+    _expect_error(folder, path, str(path), "two models are labelled 'vit'", "name:")
+
+
+@pytest.mark.parametrize("entry", [{"model": "test_vit", "random_init": True},
+                                   {"model": "test_vit", "weights": "w.pth"}], ids=["random_init", "weights"])
+def test_model_needs_a_name(folder, entry):
+    (folder / "w.pth").write_bytes(b"not read")
+    path = _sweep_with(folder, models=[entry])
+    _expect_error(folder, path, str(path), "model 'test_vit'", "needs a name:")
+
+
+def test_weights_file_missing(folder):
+    path = _sweep_with(folder, models=[{"model": "test_vit", "name": "mine", "weights": "ckpt/missing.pth"}])
+    _expect_error(folder, path, str(path), "weights of 'mine' not found", str(folder / "ckpt" / "missing.pth"))
+
+
+def test_unknown_model(folder):
+    path = _sweep_with(folder, models=[{"model": "not_a_model_xyz"}])
+    _expect_error(folder, path, str(path), "unknown model 'not_a_model_xyz'", "evalsuite list --models")
+
+
+# ---- seeds, precision, name, lists
+
+@pytest.mark.parametrize("seeds", [[-1], [0, 0], [0.5], ["a"]], ids=["negative", "duplicate", "float", "string"])
+def test_bad_seeds(folder, seeds):
+    path = _sweep_with(folder, seeds=seeds)
+    _expect_error(folder, path, str(path), "seeds must be distinct non-negative integers", "[0, 1, 2]")
+
+
+def test_bad_precision(folder):
+    path = _sweep_with(folder, precision="fp8")
+    _expect_error(folder, path, str(path), "precision 'fp8'", "auto, bf16, fp16, fp32")
+
+
+# ---- the file itself
+
+def test_missing_file(folder):
+    path = folder / "nope.yaml"
+    _expect_error(folder, path, "sweep file not found", str(path), "check the path")
+
+
+def test_invalid_yaml(folder):
+    path = _write(folder, text="models: [unclosed\ntasks: [demo]\n")
+    _expect_error(folder, path, str(path), "not valid YAML")
+
+
+def test_top_level_not_a_mapping(folder):
+    path = _write(folder, text="- demo\n- test_vit\n")
+    _expect_error(folder, path, str(path), "expected a mapping with models: and tasks:", "list")
+
+
+# ---- more variants, read in this process (the CLI prints the same message; the cases above check that path)
+
+@pytest.mark.parametrize("changes, fragments", [
+    ({"tasks": ["cards/missing.yaml"]}, ["task card file not found", "cards/missing.yaml"]),
+    ({"tasks": [{"task": "demo", "probes": ["no_such_probe"]}]}, ["unknown probe 'no_such_probe'"]),
+    ({"tasks": ["demo", {"task": "demo", "probes": ["knn"]}]}, ["task 'demo' is listed twice"]),
+    ({"tasks": [{"task": "demo", "shards": -1}]}, ["shards of task 'demo'", "got -1"]),
+    ({"tasks": [{"task": "demo", "shards": True}]}, ["shards of task 'demo'", "got True"]),
+    ({"models": ["resnet18", {"model": "resnet18", "pooling": None}]}, ["two models are labelled 'resnet18'"]),
+    ({"models": [{**MODEL, "weights": "w.pth"}]}, ["model 'vit' has both weights: and random_init:"]),
+    ({"models": [{**MODEL, "pooling": "median"}]}, ["unknown pooling 'median'", "mean_patch"]),
+    ({"models": ["test_vit", 3]}, ["each of models: is a name or a mapping with model:"]),
+    ({"seeds": []}, ["seeds must be distinct non-negative integers"]),
+    ({"seeds": [True]}, ["seeds must be distinct non-negative integers"]),
+    ({"seeds": [0, None]}, ["seeds must be distinct non-negative integers"]),
+    ({"name": "my sweep"}, ["name 'my sweep'"]),
+    ({"models": []}, ["'models' must be a non-empty list"]),
+    ({"tasks": "demo"}, ["'tasks' must be a non-empty list"]),
+    ({"slurm": ["--partition=gpu"]}, ["slurm: must be a mapping"]),
+    ({"slurm": {"array_parallelism": 0}}, ["slurm.array_parallelism", "0"]),
+    ({"slurm": {"extra": [1]}}, ["slurm.extra must be a line or a list of lines"]),
+    ({"batch_size": -1}, ["batch_size", "-1"]),
+    ({"cache": "disk"}, ["cache must be auto, ram or memmap"]),
+    ({"probes": []}, ["probes must be a list of probe recipe names"]),
+])
+def test_more_refusals(folder, changes, fragments):
+    from evalsuite.errors import EvalsuiteError
+    from evalsuite.sweeps.spec import load_sweep
+
+    (folder / "w.pth").write_bytes(b"not read")
+    path = _sweep_with(folder, **changes)
+    with pytest.raises(EvalsuiteError) as caught:
+        load_sweep(path)
+    message = str(caught.value)
+    assert "\n" not in message
+    for fragment in [str(path), *fragments]:
+        assert fragment in message, message
+
+
+@pytest.mark.parametrize("text, kind", [("", "NoneType"), ("demo\n", "str")])
+def test_file_that_is_not_a_mapping(folder, text, kind):
+    from evalsuite.errors import EvalsuiteError
+    from evalsuite.sweeps.spec import load_sweep
+
+    path = _write(folder, text=text)
+    with pytest.raises(EvalsuiteError, match=f"expected a mapping with models: and tasks:, got {kind}"):
+        load_sweep(path)
+
+
+# ---- the environment
+
+def test_out_is_a_file(folder):
+    """`out:` names an existing regular file: refused before anything runs; the file is left as it was."""
+    (folder / "taken").write_text("mine\n")
+    path = _sweep_with(folder, out="taken")
+    result = run_cli("sweep", "run", path, cwd=folder, timeout=120)
+    assert_one_line_error(result, str(folder / "taken"), "is not a folder")
+    assert result.returncode == EXIT_USER
+    assert (folder / "taken").read_text() == "mine\n"
+
+
+def test_slurm_without_sbatch(folder):
+    """`--executor slurm` on a host without sbatch: one line pointing at `--executor local`, nothing written."""
+    bin_dir = folder / "bin"
+    bin_dir.mkdir()
+    os.symlink(sys.executable, bin_dir / "python")
+    env = {"PATH": str(bin_dir)}
+    assert shutil.which("sbatch", path=env["PATH"]) is None
+    path = _sweep_with(folder)
+    _expect_error(folder, path, "sbatch not found on PATH", "--executor local", args=("run", "--executor", "slurm"),
+                  env=env)
+
+
+# ---- relative paths
+
+@pytest.mark.slow  # a dry run, then a sweep run whose one cell fails: ~15 s of process starts and imports
+def test_relative_paths_resolve_from_the_sweep_file(folder):
+    """`out: results`, a task's `data_root` and `weights` are taken from the sweep file's folder, not the cwd."""
+    elsewhere = folder / "elsewhere"
+    elsewhere.mkdir()
+    sweeps = folder / "sweeps"
+    sweeps.mkdir()
+    (sweeps / "ckpt.pth").write_bytes(b"weights are hashed, not loaded, by a dry run")
+    path = _write(sweeps, {**_base(), "out": "results",
+                           "models": [{"model": "test_vit", "name": "mine", "weights": "ckpt.pth"}]})
+    dry = run_cli("sweep", "run", path, "--dry-run", cwd=elsewhere, timeout=120)
+    assert dry.returncode == 0, dry.stderr
+    assert "mine x demo: seeds 0 with linear" in dry.stdout
+
+    # A cell whose data root is missing fails at once, leaving its state and log under out.
+    path = _write(sweeps, {**_base(), "out": "results", "tasks": [{"task": "demo", "data_root": "nowhere"}]})
+    result = run_cli("sweep", "run", path, cwd=elsewhere, timeout=300)
+    assert result.returncode == EXIT_SWEEP_INCOMPLETE, result.stderr
+    assert str(sweeps / "nowhere" / "hgsc_nest.jpg") in result.stderr
+    assert (sweeps / "results" / "sweeps" / "sweep" / "cells").is_dir()
+    assert not (elsewhere / "results").exists() and not (folder / "out").exists()
+    states = json.loads(run_cli("sweep", "status", path, "--json", cwd=elsewhere, timeout=120).stdout)
+    assert [s["state"] for s in states] == ["failed"]
+    assert Path(states[0]["log"]).is_relative_to(sweeps / "results")
