@@ -91,7 +91,7 @@ def _run(config: RunConfig, dist, device, builds=None) -> dict | None:
     extracted = {split: sum(per_rank) for split, per_rank in extracted_per_rank.items()}
     record = run_record(config, card, backbone, probe_results, extracted, timings, device,
                         used_precision(config, backbone, device))
-    record["cache"] = {"mode": plan.decision, "plan": plan.to_dict(),
+    record["cache"] = {"mode": plan.decision, "plan": plan.to_dict(), "keys": features.keys,
                        "shape_probe_forwards": features.shape_probe_forwards}
     record["distributed"] = {"world_size": dist.world_size, "samples_extracted_per_rank": extracted_per_rank}
     record["throughput"] = features.throughput

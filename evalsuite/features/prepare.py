@@ -188,6 +188,7 @@ class PreparedFeatures:
     shape_probe_forwards: int
     slides: dict  # slide tasks: {split: slide and tile counts, skipped slides}; empty otherwise
     throughput: dict  # rates and device-hours (evalsuite.features.throughput.summarise); empty off rank 0
+    keys: dict = dataclasses.field(default_factory=dict)  # {split: cache key}, for the run's provenance
 
 
 def extract_chunks(job: ExtractionJob, writer, dataset, split: str, chunks) -> int:
@@ -263,4 +264,5 @@ def prepare_features(config, card, reader, backbone, device, dist=Dist()) -> Pre
     slides = {split: slide_summary(layout) for split, layout in prepared.layouts.items()}
     throughput = summarise({split: load_split_record(job.cache.folder(prepared.keys[split])) for split in SPLITS},
                            sum(len(dataset) for dataset in prepared.datasets.values())) if dist.is_main else {}
-    return PreparedFeatures(prepared.plan, opened, extracted, prepared.shape_probe_forwards, slides, throughput)
+    return PreparedFeatures(prepared.plan, opened, extracted, prepared.shape_probe_forwards, slides, throughput,
+                            dict(prepared.keys))
