@@ -32,12 +32,12 @@ def _model(accuracy: float, seed: int) -> np.ndarray:
 
 
 def add_model(out, model, task, probas, headline="balanced_accuracy", labels=LABELS, clusters=None, save=True,
-              throughput=None):
+              throughput=None, weights_id="w"):
     """One run per seed: leaderboard rows scored from the probabilities (val = test) and its predictions file."""
     for seed, proba in enumerate(probas):
         run_id = f"{model}-{task}-{seed}"
         metrics = compute_metrics(labels, proba)
-        rows = [{"run_id": run_id, "timestamp_utc": T1, "task": task, "model": model, "weights_id": "w",
+        rows = [{"run_id": run_id, "timestamp_utc": T1, "task": task, "model": model, "weights_id": weights_id,
                  "probe": "linear", "selected_params": "{}", "split": split, "metric": metric,
                  "value": f"{value:.6f}", "seed": seed, "n_samples": len(labels), "headline_metric": headline,
                  "throughput_img_s": "" if throughput is None else f"{throughput + seed:.6f}"}

@@ -1,0 +1,238 @@
+"""What `evalsuite report` shows, gathered from the leaderboard, the run JSONs and the stored test predictions.
+
+The report is a view: it reads, never writes. docs/report.md states every rule used here:
+- a cell (model x task) is the wide table's (reporting/wide.py): the probe chosen on val, the mean over seeds of the
+  task's headline metric on test, its rank and, where every model of the column stored predictions for the same
+  test items, its 95 % bootstrap rank interval;
+- its interval is the mean over seeds of each seed's 95 % test bootstrap interval (`ci_low`, `ci_high`);
+- `tied` marks a cell not significantly worse than the column's best: the paired test of `leaderboard --compare`
+  (best against each other model, on the same test items), p Holm-adjusted over the column's comparisons, tied
+  when p_holm >= 0.05. The best cell is tied with itself. Without predictions the mark is left out (None);
+- the floor of a column is the mean of a `--random-init` model (its weights id says `random-init`);
+- the overall ranking is the mean over tasks of each model's rank, for models with every task; its interval is the
+  mean over tasks of the rank-interval bounds, when every task has them.
+"""
+
+import json
+import math
+import shlex
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+
+import numpy as np
+
+from evalsuite.errors import EvalsuiteError
+from evalsuite.metrics.significance import holm
+from evalsuite.reporting.compare import _compare_task, _Loader, _same_items, add_rank_intervals
+from evalsuite.reporting.leaderboard import LEADERBOARD_FILE, read_rows
+from evalsuite.reporting.results import RUNS_FOLDER
+from evalsuite.reporting.wide import Filters, build_wide_table
+
+ALPHA = 0.05
+RANDOM_INIT = "random-init"
+BEYOND = {"calibration": ("ece", "mce", "brier", "nll")}
+
+
+@dataclass
+class ReportCell:
+    model: str
+    task: str
+    metric: str
+    mean: float
+    std: float | None
+    seeds: tuple
+    probe: str
+    rank: float
+    rank_interval: tuple | None
+    interval: tuple | None  # mean over seeds of the test bootstrap interval
+    run_ids: tuple = ()
+    tied: bool | None = None  # not significantly worse than the column's best; None: not testable
+    p_holm: float | None = None  # against the column's best
+    cost: dict = field(default_factory=dict)  # throughput_img_s, forward_img_s, gpu_hours_est, device_name
+    provenance: dict = field(default_factory=dict)
+    extra: dict = field(default_factory=dict)  # other test metrics of the chosen probe: calibration and the like
+
+
+@dataclass
+class Report:
+    source: str
+    tasks: list
+    metrics: dict  # task -> headline metric
+    models: list  # in the wide table's order (best rank sum first)
+    cells: dict  # (model, task) -> ReportCell
+    floors: dict  # task -> (model, mean) of a random-init model
+    overall: list  # (model, mean rank, (low, high) or None), best first
+    notes: list = field(default_factory=list)
+
+
+def collect(out_dir: Path, filters: Filters = Filters()) -> Report:
+    """The report of the leaderboard under `out_dir` (one-line errors for an empty or foreign file)."""
+    source = Path(out_dir) / LEADERBOARD_FILE
+    if not source.is_file():
+        raise EvalsuiteError(f"no leaderboard at {source}; pass the --out folder of evalsuite runs")
+    rows = read_rows(source)
+    if not rows:
+        raise EvalsuiteError(f"{source} has no rows yet; run `evalsuite run` or `evalsuite sweep run` first")
+    table = add_rank_intervals(build_wide_table(rows, "test", None, filters, source=str(source)), out_dir)
+    by_key = _test_rows(rows)
+    cells = {(row.model, task): _cell(row.model, task, table.metrics[task], cell, by_key)
+             for row in table.rows for task, cell in row.cells.items()}
+    report = Report(source=str(source), tasks=table.tasks, metrics=table.metrics,
+                    models=[row.model for row in table.rows], cells=cells, floors=_floors(rows, cells),
+                    overall=_overall(table), notes=list(table.notes))
+    _mark_ties(report, table, out_dir)
+    _add_provenance(report, out_dir)
+    return report
+
+
+def _test_rows(rows: list) -> dict:
+    """{(model, task, probe, seed, run_id): {metric: row}} of the test split."""
+    found = {}
+    for row in rows:
+        if row["split"] == "test":
+            key = (row["model"], row["task"], row["probe"], int(row["seed"]), row["run_id"])
+            found.setdefault(key, {})[row["metric"]] = row
+    return found
+
+
+def _cell(model: str, task: str, metric: str, cell, by_key: dict) -> ReportCell:
+    seeds = [by_key.get((model, task, cell.probe, seed, run_id), {}) for seed, run_id in zip(cell.seeds, cell.run_ids)]
+    return ReportCell(model=model, task=task, metric=metric, mean=cell.mean, std=cell.std, seeds=cell.seeds,
+                      probe=cell.probe, rank=cell.rank, rank_interval=cell.rank_interval,
+                      interval=_mean_interval([s.get(metric) for s in seeds]), run_ids=tuple(cell.run_ids),
+                      cost=_cost(seeds, metric),
+                      extra=_extra_metrics(seeds, metric))
+
+
+def _number(text) -> float | None:
+    try:
+        value = float(text)
+    except (TypeError, ValueError):
+        return None
+    return value if math.isfinite(value) else None
+
+
+def _mean_interval(rows: list) -> tuple | None:
+    bounds = [(_number(r.get("ci_low")), _number(r.get("ci_high"))) for r in rows if r]
+    bounds = [b for b in bounds if None not in b]
+    if not bounds or len(bounds) != len(rows):
+        return None
+    return float(np.mean([b[0] for b in bounds])), float(np.mean([b[1] for b in bounds]))
+
+
+def _cost(seeds: list, metric: str) -> dict:
+    first = next((s[metric] for s in seeds if metric in s), {})
+    return {"throughput_img_s": _number(first.get("throughput_img_s")),
+            "forward_img_s": _number(first.get("forward_img_s")),
+            "gpu_hours_est": _number(first.get("gpu_hours_est")), "device_name": first.get("device_name") or ""}
+
+
+def _extra_metrics(seeds: list, headline: str) -> dict:
+    """Mean over seeds of every other test metric the chosen probe reported."""
+    names = sorted({name for s in seeds for name in s if name != headline})
+    means = {}
+    for name in names:
+        values = [_number(s[name]["value"]) for s in seeds if name in s]
+        values = [v for v in values if v is not None]
+        if values:
+            means[name] = float(np.mean(values))
+    return means
+
+
+def _floors(rows: list, cells: dict) -> dict:
+    random_models = {row["model"] for row in rows if str(row.get("weights_id", "")).startswith(RANDOM_INIT)}
+    floors = {}
+    for (model, task), cell in cells.items():
+        if model in random_models and (task not in floors or cell.mean > floors[task][1]):
+            floors[task] = (model, cell.mean)
+    return floors
+
+
+def _overall(table) -> list:
+    complete = [row for row in table.rows if all(task in row.cells for task in table.tasks)]
+    ranking = []
+    for row in complete:
+        ranks = [row.cells[task].rank for task in table.tasks]
+        intervals = [row.cells[task].rank_interval for task in table.tasks]
+        interval = None
+        if intervals and all(i is not None for i in intervals):
+            interval = (float(np.mean([i[0] for i in intervals])), float(np.mean([i[1] for i in intervals])))
+        ranking.append((row.model, float(np.mean(ranks)), interval))
+    return sorted(ranking, key=lambda entry: (entry[1], entry[0]))
+
+
+def _mark_ties(report: Report, table, out_dir: Path) -> None:
+    loader, untested = _Loader(out_dir), []
+    for task in report.tasks:
+        ranked = [row for row in table.rows if task in row.cells]
+        if len(ranked) < 2:
+            continue
+        try:
+            loaded = {row.model: loader.cell(row.model, task, row.cells[task]) for row in ranked}
+        except EvalsuiteError:
+            untested.append(task)
+            continue
+        best = min(ranked, key=lambda row: (row.cells[task].rank, row.model)).model
+        if not all(_same_items(loaded[best], other) for other in loaded.values()):
+            untested.append(task)
+            continue
+        _mark_column(report, task, best, loaded)
+    if untested:
+        report.notes.append(f"no significance marks for {', '.join(untested)}: some of its runs stored no test "
+                            "predictions (made before they were stored, or of a kind that stores none) or were "
+                            "tested on other items; rerun them to get the marks")
+
+
+def _mark_column(report: Report, task: str, best: str, loaded: dict) -> None:
+    metric = report.metrics[task]
+    others = [model for model in loaded if model != best]
+    tests = [_compare_task(task, metric, loaded[best], loaded[model], 1000, 0).result for model in others]
+    adjusted = holm([test.p_value for test in tests]) if tests else []
+    report.cells[(best, task)] = replace(report.cells[(best, task)], tied=True)
+    for model, p_holm in zip(others, adjusted):
+        report.cells[(model, task)] = replace(report.cells[(model, task)], tied=bool(p_holm >= ALPHA),
+                                              p_holm=float(p_holm))
+
+
+def _add_provenance(report: Report, out_dir: Path) -> None:
+    for key, cell in report.cells.items():
+        records = [_run_json(out_dir, run_id) for run_id in dict.fromkeys(cell.run_ids)]
+        report.cells[key] = replace(cell, provenance=_provenance(records))
+
+
+def _run_json(out_dir: Path, run_id: str) -> dict:
+    path = Path(out_dir) / RUNS_FOLDER / f"{run_id}.json"
+    try:
+        return json.loads(path.read_text())
+    except (OSError, ValueError):
+        return {}
+
+
+def _provenance(records: list) -> dict:
+    records = [r for r in records if r]
+    if not records:
+        return {}
+    first = records[0]
+    versions = first.get("versions", {})
+    return {"evalsuite": versions.get("evalsuite"), "commit": versions.get("evalsuite_git"),
+            "torch": versions.get("torch"), "timm": versions.get("timm"), "device": first.get("device"),
+            "precision": first.get("precision"), "seeds": sorted({s for r in records for s in r.get("seeds", [])}),
+            "cache_keys": (first.get("cache") or {}).get("keys", {}), "card": (first.get("task") or {}).get("path"),
+            "card_sha256": (first.get("task") or {}).get("sha256"), "date": first.get("timestamp_utc"),
+            "runs": [r.get("run_id") for r in records], "command": reproduce_command(first, records)}
+
+
+def reproduce_command(record: dict, records: list) -> str:
+    """The `evalsuite run` command that reproduces the cell, from the run's config."""
+    config = record.get("config", {})
+    seeds = sorted({s for r in records for s in r.get("seeds", [])})
+    words = ["evalsuite", "run", "--task", config.get("task", "?"), "--model", config.get("model", "?")]
+    for flag, name in (("--weights", "weights"), ("--pooling", "pooling"), ("--data-root", "data_root"),
+                       ("--precision", "precision"), ("--label", "label")):
+        if config.get(name) not in (None, "", "auto"):
+            words += [flag, str(config[name])]
+    if config.get("random_init"):
+        words.append("--random-init")
+    if config.get("probes"):
+        words += ["--probes", ",".join(config["probes"])]
+    return shlex.join(words + ["--seeds", ",".join(map(str, seeds)), "--out", str(config.get("out_dir", "."))])

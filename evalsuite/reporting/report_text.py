@@ -1,0 +1,87 @@
+"""The report's overview as text: a Markdown table (for a README or an issue) and a LaTeX booktabs table (for a
+paper). Both come from the same `Report` as the HTML page: best per column in bold, `≈` (LaTeX `$\\approx$`) on a
+cell not significantly worse than the best, the random-init floor as the last row, the rules in a footnote."""
+
+import math
+
+from evalsuite.reporting.report_data import Report
+
+RULES = ("bold: the best mean of the column; ≈: not significantly worse than the best (paired test of "
+         "`leaderboard --compare` on the same test items, Holm-adjusted over the column, p ≥ 0.05); [lo, hi]: mean "
+         "over seeds of the 95 % test bootstrap interval; #r (lo-hi): rank and 95 % bootstrap rank interval")
+_LATEX_SPECIAL = {"\\": r"\textbackslash{}", "&": r"\&", "%": r"\%", "$": r"\$", "#": r"\#", "_": r"\_",
+                  "{": r"\{", "}": r"\}", "~": r"\textasciitilde{}", "^": r"\textasciicircum{}"}
+
+
+def _value(number: float | None, digits: int = 3) -> str:
+    return "–" if number is None or (isinstance(number, float) and math.isnan(number)) else f"{number:.{digits}f}"
+
+
+def _rank(cell) -> str:
+    if cell.rank_interval is None:
+        return f"#{cell.rank:g}"
+    low, high = cell.rank_interval
+    return f"#{cell.rank:g} ({low:g}-{high:g})"
+
+
+def _markdown_cell(cell) -> str:
+    if cell is None:
+        return "–"
+    text = _value(cell.mean)
+    text = f"**{text}**" if cell.rank == 1 else text
+    mark = " ≈" if cell.tied and cell.rank != 1 else ""
+    interval = f" [{_value(cell.interval[0])}, {_value(cell.interval[1])}]" if cell.interval else ""
+    return f"{text}{mark}{interval} {_rank(cell)}"
+
+
+def _escape_markdown(text: str) -> str:
+    return text.replace("|", "\\|")
+
+
+def markdown_report(report: Report) -> str:
+    header = ["model", *(f"{task} ({report.metrics[task]})" for task in report.tasks)]
+    lines = ["| " + " | ".join(map(_escape_markdown, header)) + " |", "|" + "---|" * len(header)]
+    for model in report.models:
+        cells = [_markdown_cell(report.cells.get((model, task))) for task in report.tasks]
+        lines.append("| " + " | ".join([_escape_markdown(model), *cells]) + " |")
+    if report.floors:
+        floors = [_value(report.floors[task][1]) if task in report.floors else "–" for task in report.tasks]
+        lines.append("| " + " | ".join(["*random-init floor*", *floors]) + " |")
+    lines += ["", RULES + "."]
+    if report.overall:
+        lines += ["", "Overall (mean rank over tasks): " + ", ".join(
+            f"{model} {rank:.2f}" for model, rank, _ in report.overall) + "."]
+    return "\n".join(lines)
+
+
+def _latex_escape(text: str) -> str:
+    return "".join(_LATEX_SPECIAL.get(char, char) for char in text)
+
+
+def _latex_cell(cell) -> str:
+    if cell is None:
+        return "--"
+    text = _value(cell.mean)
+    text = f"\\textbf{{{text}}}" if cell.rank == 1 else text
+    mark = r"$^{\approx}$" if cell.tied and cell.rank != 1 else ""
+    interval = f" {{\\scriptsize [{_value(cell.interval[0])}, {_value(cell.interval[1])}]}}" if cell.interval else ""
+    return f"{text}{mark}{interval}"
+
+
+def latex_report(report: Report) -> str:
+    """A booktabs table (needs \\usepackage{booktabs}); the rules go into the caption."""
+    columns = "l" + "c" * len(report.tasks)
+    header = " & ".join(["Model", *(f"{_latex_escape(task)} ({_latex_escape(report.metrics[task])})"
+                                    for task in report.tasks)])
+    body = [" & ".join([_latex_escape(model), *(_latex_cell(report.cells.get((model, task)))
+                                                for task in report.tasks)]) + r" \\" for model in report.models]
+    lines = [r"\begin{table}[t]", r"\centering", f"\\begin{{tabular}}{{{columns}}}", r"\toprule", header + r" \\",
+             r"\midrule", *body]
+    if report.floors:
+        floors = [_value(report.floors[task][1]) if task in report.floors else "--" for task in report.tasks]
+        lines += [r"\midrule", " & ".join([r"\textit{random-init floor}", *floors]) + r" \\"]
+    caption = _latex_escape(RULES.replace("≈", "APPROX").replace("`leaderboard --compare`", "COMPARE"))
+    caption = caption.replace("APPROX", r"$\approx$").replace("≥", r"$\geq$").replace(
+        "COMPARE", r"\texttt{leaderboard -{}-compare}")
+    lines += [r"\bottomrule", r"\end{tabular}", f"\\caption{{{caption}.}}", r"\end{table}"]
+    return "\n".join(lines)

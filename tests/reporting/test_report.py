@@ -1,0 +1,112 @@
+"""`evalsuite report` as data, Markdown and LaTeX: ties against the column's best, floors, the overall ranking,
+provenance, bad input, and that the report changes no file it reads. Leaderboards are built in a temp folder with
+test_compare's helpers (scores from stored probabilities); the HTML page has its own tests (test_report_html.py)."""
+
+import hashlib
+from pathlib import Path
+
+import pytest
+from conftest import assert_one_line_error, run_cli
+from test_compare import _model, add_model
+
+from evalsuite.reporting.leaderboard import LEADERBOARD_FILE, append_rows
+from evalsuite.reporting.predictions import predictions_path
+from evalsuite.reporting.report_data import Report, ReportCell, collect
+from evalsuite.reporting.report_text import latex_report, markdown_report
+
+GOLDEN = Path(__file__).parent / "golden" / "report_overview.tex"
+
+
+@pytest.fixture
+def board(tmp_path):
+    """t1: good (2 seeds) best, close (good with 3 items flipped) tied with it, weak far below; t2: good vs weak;
+    `floor` is a random-init model on both tasks."""
+    good = [_model(0.95, 1), _model(0.95, 2)]
+    close = good[0].copy()
+    close[:3] = close[:3, ::-1]
+    add_model(tmp_path, "good", "t1", good, throughput=100.0)
+    add_model(tmp_path, "close", "t1", [close], throughput=300.0)
+    add_model(tmp_path, "weak", "t1", [_model(0.4, 3)], throughput=200.0)
+    add_model(tmp_path, "good", "t2", good[:1], headline="accuracy", throughput=100.0)
+    add_model(tmp_path, "weak", "t2", [_model(0.4, 4)], headline="accuracy", throughput=200.0)
+    for task in ("t1", "t2"):
+        add_model(tmp_path, "floor", task, [_model(0.3, 5)], headline="balanced_accuracy" if task == "t1" else
+                  "accuracy", weights_id="random-init:seed0")
+    return tmp_path
+
+
+def test_ties_floors_and_overall_ranking(board):
+    report = collect(board)
+    cells = report.cells
+    assert cells[("good", "t1")].rank == 1 and cells[("good", "t1")].tied is True
+    assert cells[("close", "t1")].tied is True and cells[("close", "t1")].p_holm >= 0.05
+    assert cells[("weak", "t1")].tied is False and cells[("weak", "t1")].p_holm < 0.05
+    assert cells[("weak", "t2")].tied is False
+    assert report.floors == {"t1": ("floor", cells[("floor", "t1")].mean), "t2": ("floor", cells[("floor", "t2")].mean)}
+    overall = [model for model, _, _ in report.overall]
+    assert overall[0] == "good" and "close" not in overall  # close has no t2: not comparable over tasks
+    assert cells[("good", "t1")].interval is None  # these rows carry no test bootstrap interval
+    assert cells[("good", "t1")].cost["throughput_img_s"] == pytest.approx(100.0)
+
+
+def test_a_run_without_predictions_loses_its_marks_with_a_note(board):
+    predictions_path(board, "weak-t1-0").unlink()
+    result = run_cli("report", "--out", board, "--format", "markdown")
+    assert result.returncode == 0, result.stderr
+    assert "no significance marks for t1" in result.stderr
+    report = collect(board)
+    assert report.cells[("close", "t1")].tied is None and report.cells[("weak", "t2")].tied is False
+
+
+def test_markdown_is_a_table_with_bold_best_and_ties(board):
+    text = markdown_report(collect(board))
+    table = [line for line in text.splitlines() if line.startswith("|")]
+    assert len({line.count("|") for line in table}) == 1  # every row has the header's columns
+    assert table[1].startswith("|---|")
+    good, close = (next(line for line in table if line.startswith(f"| {m} ")) for m in ("good", "close"))
+    assert "**" in good and "≈" in close and "≈" not in good
+    assert table[-1].startswith("| *random-init floor*")
+
+
+def _hand_made_report() -> Report:
+    def cell(model, task, mean, rank, tied, interval=(0.5, 0.9)):
+        return ReportCell(model=model, task=task, metric="balanced_accuracy", mean=mean, std=None, seeds=(0,),
+                          probe="linear", rank=rank, rank_interval=(rank, rank + 1), interval=interval, tied=tied)
+    cells = {("uni_2", "crc"): cell("uni_2", "crc", 0.9512, 1, True),
+             ("h-optimus&0", "crc"): cell("h-optimus&0", "crc", 0.9433, 2, True),
+             ("uni_2", "pcam"): cell("uni_2", "pcam", 0.8801, 2, False, None),
+             ("h-optimus&0", "pcam"): cell("h-optimus&0", "pcam", 0.9010, 1, True)}
+    return Report(source="x", tasks=["crc", "pcam"], metrics={"crc": "balanced_accuracy", "pcam": "balanced_accuracy"},
+                  models=["h-optimus&0", "uni_2"], cells=cells, floors={"crc": ("r", 0.61)},
+                  overall=[("h-optimus&0", 1.5, None), ("uni_2", 1.5, None)])
+
+
+def test_latex_matches_the_golden_file():
+    assert latex_report(_hand_made_report()) + "\n" == GOLDEN.read_text()
+
+
+def _digests(folder: Path) -> dict:
+    return {p: hashlib.sha256(p.read_bytes()).hexdigest() for p in sorted(folder.rglob("*")) if p.is_file()}
+
+
+def test_the_report_is_a_view_it_changes_no_file(board):
+    before = _digests(board)
+    for form in ("markdown", "latex"):
+        assert run_cli("report", "--out", board, "--format", form).returncode == 0
+    assert _digests(board) == before
+
+
+def test_bad_input_is_one_line_and_exit_2(board, tmp_path_factory):
+    empty = tmp_path_factory.mktemp("empty")
+    assert_one_line_error(run_cli("report", "--out", empty), "no leaderboard")
+    append_rows(empty / LEADERBOARD_FILE, [])
+    (empty / LEADERBOARD_FILE).write_text((empty / LEADERBOARD_FILE).read_text() or "schema,run_id\n")
+    assert run_cli("report", "--out", empty).returncode == 2
+    foreign = tmp_path_factory.mktemp("foreign")
+    (foreign / LEADERBOARD_FILE).write_text("a,b\n1,2\n")
+    assert_one_line_error(run_cli("report", "--out", foreign), str(foreign / LEADERBOARD_FILE))
+    assert_one_line_error(run_cli("report", "--out", board, "--task", "nope", "--format", "markdown"), "nope")
+    assert_one_line_error(run_cli("report", "--out", board, "--model", "nope", "--format", "markdown"), "nope")
+    blocker = board / "a_file"
+    blocker.write_text("")
+    assert_one_line_error(run_cli("report", "--out", board, "--html", blocker / "report.html"), "--html")
