@@ -25,12 +25,12 @@ from evalsuite.errors import EvalsuiteError
 from evalsuite.metrics.significance import holm
 from evalsuite.reporting.compare import _compare_task, _Loader, _same_items, add_rank_intervals
 from evalsuite.reporting.leaderboard import LEADERBOARD_FILE, read_rows
+from evalsuite.reporting.report_beyond import beyond_rows, reliability_bins
 from evalsuite.reporting.results import RUNS_FOLDER
 from evalsuite.reporting.wide import Filters, build_wide_table
 
 ALPHA = 0.05
 RANDOM_INIT = "random-init"
-BEYOND = {"calibration": ("ece", "mce", "brier", "nll")}
 
 
 @dataclass
@@ -51,6 +51,7 @@ class ReportCell:
     cost: dict = field(default_factory=dict)  # throughput_img_s, forward_img_s, gpu_hours_est, device_name
     provenance: dict = field(default_factory=dict)
     extra: dict = field(default_factory=dict)  # other test metrics of the chosen probe: calibration and the like
+    reliability: dict | None = None  # first seed's reliability-diagram bins (report_beyond.reliability_bins)
 
 
 @dataclass
@@ -63,6 +64,7 @@ class Report:
     floors: dict  # task -> (model, mean) of a random-init model
     overall: list  # (model, mean rank, (low, high) or None), best first
     notes: list = field(default_factory=list)
+    beyond: dict = field(default_factory=dict)  # section -> rows (report_beyond.beyond_rows)
 
 
 def collect(out_dir: Path, filters: Filters = Filters()) -> Report:
@@ -79,7 +81,8 @@ def collect(out_dir: Path, filters: Filters = Filters()) -> Report:
              for row in table.rows for task, cell in row.cells.items()}
     report = Report(source=str(source), tasks=table.tasks, metrics=table.metrics,
                     models=[row.model for row in table.rows], cells=cells, floors=_floors(rows, cells),
-                    overall=_overall(table), notes=list(table.notes))
+                    overall=_overall(table), notes=list(table.notes),
+                    beyond=beyond_rows(rows, {row.model for row in table.rows}, set(table.tasks)))
     _mark_ties(report, table, out_dir)
     _add_provenance(report, out_dir)
     return report
@@ -165,12 +168,13 @@ def _mark_ties(report: Report, table, out_dir: Path) -> None:
     loader, untested = _Loader(out_dir), []
     for task in report.tasks:
         ranked = [row for row in table.rows if task in row.cells]
-        if len(ranked) < 2:
-            continue
         try:
             loaded = {row.model: loader.cell(row.model, task, row.cells[task]) for row in ranked}
         except EvalsuiteError:
             untested.append(task)
+            continue
+        _add_reliability(report, task, loaded)
+        if len(ranked) < 2:
             continue
         best = min(ranked, key=lambda row: (row.cells[task].rank, row.model)).model
         if not all(_same_items(loaded[best], other) for other in loaded.values()):
@@ -181,6 +185,13 @@ def _mark_ties(report: Report, table, out_dir: Path) -> None:
         report.notes.append(f"no significance marks for {', '.join(untested)}: some of its runs stored no test "
                             "predictions (made before they were stored, or of a kind that stores none) or were "
                             "tested on other items; rerun them to get the marks")
+
+
+def _add_reliability(report: Report, task: str, loaded: dict) -> None:
+    for model, predictions in loaded.items():
+        if predictions.probas:  # classification; segmentation stores confusion counts instead
+            report.cells[(model, task)] = replace(report.cells[(model, task)],
+                                                  reliability=reliability_bins(predictions.labels, predictions.probas[0]))
 
 
 def _mark_column(report: Report, task: str, best: str, loaded: dict) -> None:
