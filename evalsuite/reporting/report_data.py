@@ -22,7 +22,7 @@ from pathlib import Path
 import numpy as np
 
 from evalsuite.errors import EvalsuiteError
-from evalsuite.metrics.significance import holm
+from evalsuite.metrics.significance import higher_is_better, holm
 from evalsuite.reporting.compare import _compare_task, _Loader, _same_items, add_rank_intervals
 from evalsuite.reporting.leaderboard import LEADERBOARD_FILE, read_rows
 from evalsuite.reporting.report_beyond import beyond_rows, reliability_bins
@@ -146,7 +146,8 @@ def _floors(rows: list, cells: dict) -> dict:
     random_models = {row["model"] for row in rows if str(row.get("weights_id", "")).startswith(RANDOM_INIT)}
     floors = {}
     for (model, task), cell in cells.items():
-        if model in random_models and (task not in floors or cell.mean > floors[task][1]):
+        better = task not in floors or (cell.mean > floors[task][1]) == higher_is_better(cell.metric)
+        if model in random_models and better:  # the best random-init model: the floor to beat
             floors[task] = (model, cell.mean)
     return floors
 

@@ -24,12 +24,18 @@ def _rank(cell) -> str:
     return f"#{cell.rank:g} ({low:g}-{high:g})"
 
 
-def _markdown_cell(cell) -> str:
+def _best_ranks(report: Report) -> dict:
+    """task -> the column's best rank (1, or 1.5 when two models share the top mean)."""
+    return {task: min(c.rank for (_, t), c in report.cells.items() if t == task) for task in report.tasks
+            if any(t == task for _, t in report.cells)}
+
+
+def _markdown_cell(cell, best_rank) -> str:
     if cell is None:
         return "–"
     text = _value(cell.mean)
-    text = f"**{text}**" if cell.rank == 1 else text
-    mark = " ≈" if cell.tied and cell.rank != 1 else ""
+    text = f"**{text}**" if cell.rank == best_rank else text
+    mark = " ≈" if cell.tied and cell.rank != best_rank else ""
     interval = f" [{_value(cell.interval[0])}, {_value(cell.interval[1])}]" if cell.interval else ""
     return f"{text}{mark}{interval} {_rank(cell)}"
 
@@ -41,8 +47,9 @@ def _escape_markdown(text: str) -> str:
 def markdown_report(report: Report) -> str:
     header = ["model", *(f"{task} ({report.metrics[task]})" for task in report.tasks)]
     lines = ["| " + " | ".join(map(_escape_markdown, header)) + " |", "|" + "---|" * len(header)]
+    best = _best_ranks(report)
     for model in report.models:
-        cells = [_markdown_cell(report.cells.get((model, task))) for task in report.tasks]
+        cells = [_markdown_cell(report.cells.get((model, task)), best.get(task)) for task in report.tasks]
         lines.append("| " + " | ".join([_escape_markdown(model), *cells]) + " |")
     if report.floors:
         floors = [_value(report.floors[task][1]) if task in report.floors else "–" for task in report.tasks]
@@ -58,12 +65,12 @@ def _latex_escape(text: str) -> str:
     return "".join(_LATEX_SPECIAL.get(char, char) for char in text)
 
 
-def _latex_cell(cell) -> str:
+def _latex_cell(cell, best_rank) -> str:
     if cell is None:
         return "--"
     text = _value(cell.mean)
-    text = f"\\textbf{{{text}}}" if cell.rank == 1 else text
-    mark = r"$^{\approx}$" if cell.tied and cell.rank != 1 else ""
+    text = f"\\textbf{{{text}}}" if cell.rank == best_rank else text
+    mark = r"$^{\approx}$" if cell.tied and cell.rank != best_rank else ""
     interval = f" {{\\scriptsize [{_value(cell.interval[0])}, {_value(cell.interval[1])}]}}" if cell.interval else ""
     return f"{text}{mark}{interval}"
 
@@ -73,7 +80,8 @@ def latex_report(report: Report) -> str:
     columns = "l" + "c" * len(report.tasks)
     header = " & ".join(["Model", *(f"{_latex_escape(task)} ({_latex_escape(report.metrics[task])})"
                                     for task in report.tasks)])
-    body = [" & ".join([_latex_escape(model), *(_latex_cell(report.cells.get((model, task)))
+    best = _best_ranks(report)
+    body = [" & ".join([_latex_escape(model), *(_latex_cell(report.cells.get((model, task)), best.get(task))
                                                 for task in report.tasks)]) + r" \\" for model in report.models]
     lines = [r"\begin{table}[t]", r"\centering", f"\\begin{{tabular}}{{{columns}}}", r"\toprule", header + r" \\",
              r"\midrule", *body]

@@ -1,0 +1,249 @@
+"""`evalsuite report`'s HTML page: one self-contained file (inline style and SVG, no script, no network request) with
+the overview, the overall ranking, a plot per task, calibration, cost and provenance of a `Report`.
+
+Every rule the page states comes from evalsuite.reporting.report_data; this module only lays the numbers out.
+All text goes through html.escape, and a missing or non-finite number prints as "–" (never "nan")."""
+
+import html
+from datetime import datetime, timezone
+
+from evalsuite.metrics.significance import higher_is_better
+from evalsuite.reporting import svg
+from evalsuite.reporting.report_extras_html import beyond_sections, reliability_section
+from evalsuite.reporting.report_data import Report
+
+CALIBRATION = ("ece", "mce", "brier", "nll")  # the calibration errors a classification run reports
+COST_FIELDS = ("throughput_img_s", "forward_img_s", "gpu_hours_est", "device_name")
+PROVENANCE = (("evalsuite", "evalsuite version"), ("commit", "commit"), ("torch", "torch"), ("timm", "timm"),
+              ("device", "device"), ("precision", "precision"), ("seeds", "seeds"), ("cache_keys", "cache keys"),
+              ("card", "card"), ("card_sha256", "card sha256"), ("date", "date (UTC)"), ("runs", "run ids"))
+DASH = "–"
+LEGEND = (
+    "Each cell: the mean over seeds of the task's headline metric on test (± sample std over seeds when there are "
+    "several) for the probe chosen on val, whose name is shown small. <b>Bold</b>: the best mean of the column "
+    "(rank 1). <span class=\"tied\">≈</span>: not significantly worse than the best: the paired test of "
+    "<code>evalsuite leaderboard --compare</code> (the best against each other model, on the same test items), "
+    "p Holm-adjusted over the column's comparisons, marked when p_holm ≥ 0.05 (hover the mark for p_holm). No mark: "
+    "significantly worse, or the column could not be tested (runs without stored test predictions, see the notes). "
+    "[lo, hi]: the mean over seeds of each seed's 95 % test bootstrap interval. #r (lo–hi): the rank (1 = best, tied "
+    "means share the average rank) and its 95 % bootstrap rank interval over the test items. Random-init floor: "
+    "the mean of a <code>--random-init</code> model on the task.")
+STYLE = """
+body{font:14px/1.45 system-ui,-apple-system,"Segoe UI",Roboto,"Helvetica Neue",Arial,sans-serif;color:#1d232a;
+max-width:1200px;margin:0 auto;padding:1.5rem}
+h1{font-size:1.6rem;margin:0 0 .3rem}h2{font-size:1.25rem;margin:2.2rem 0 .6rem;border-bottom:1px solid #d8dee4}
+h3{font-size:1.05rem;margin:1.4rem 0 .4rem}
+table{border-collapse:collapse;margin:.5rem 0;font-variant-numeric:tabular-nums}
+th,td{padding:.3rem .55rem;border-bottom:1px solid #e5e8eb;text-align:left;vertical-align:top}
+thead th{background:#eef1f4}tbody tr:nth-child(even){background:#f7f8fa}td.cell{white-space:nowrap}
+#overview tbody th{position:sticky;left:0;background:#fff}#overview tbody tr:nth-child(even) th{background:#f7f8fa}
+.scroll{overflow-x:auto}.sub,small,.muted{color:#68707a;font-size:.82em}.muted{font-size:.9em}
+.tied{color:#08784f;font-weight:700}.missing{color:#aab;text-align:center}
+tr.floor th,tr.floor td{font-style:italic;color:#68707a;border-top:2px solid #c9d0d8}
+details{margin:.2rem 0}summary{cursor:pointer}
+dl{display:grid;grid-template-columns:max-content 1fr;gap:.1rem 1rem;margin:.4rem 0 .4rem 1rem}
+dt{color:#68707a}dd{margin:0;overflow-wrap:anywhere}
+pre{background:#eef1f4;padding:.5rem;overflow-x:auto}
+svg.plot{display:block;max-width:100%;height:auto}svg text{font-size:11px;fill:#333}
+svg .grid{stroke:#e5e8eb}svg .ci{stroke:#6f8fbf;stroke-width:2}svg .dot{fill:#1f4e8c}
+svg .floor{stroke:#c0392b;stroke-dasharray:4 3}svg .front{fill:none;stroke:#08784f;stroke-width:1.5}
+.figures{display:flex;flex-wrap:wrap;gap:.5rem}figure.reliability{margin:0}figcaption{font-size:.8em;color:#68707a}
+svg .bar{fill:#6f8fbf}svg .frame{stroke:#c9d0d8}svg .diagonal{stroke:#c0392b}
+"""
+
+
+def _esc(value) -> str:
+    return html.escape(str(value))
+
+
+def _num(value, digits: int = 4) -> str:
+    """`value` to `digits` decimals; None, NaN and infinities print as a dash."""
+    return f"{value:.{digits}f}" if svg.finite(value) else DASH
+
+
+def _rank(value) -> str:
+    return f"{value:g}" if svg.finite(value) else DASH
+
+
+def _table(table_id: str, header: list, rows: list) -> str:
+    """A table of already-escaped cell HTML: `rows` are lists of `<td>`/`<th>` strings."""
+    head = "".join(f'<th scope="col">{cell}</th>' for cell in header)
+    body = "".join(f"<tr>{''.join(row)}</tr>" for row in rows)
+    ident = f' id="{table_id}"' if table_id else ""
+    return f'<div class="scroll"><table{ident}><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table></div>'
+
+
+def html_report(report: Report) -> str:
+    sections = [_header(report), _overview(report), _overall(report), _tasks(report), _calibration(report),
+                reliability_section(report), beyond_sections(report), _cost(report), _provenance(report),
+                _notes(report)]
+    return "\n".join(["<!DOCTYPE html>", '<html lang="en">', "<head>", '<meta charset="utf-8">',
+                      '<meta name="viewport" content="width=device-width, initial-scale=1">',
+                      "<title>evalsuite report</title>", f"<style>{STYLE}</style>", "</head>", "<body>",
+                      *filter(None, sections), "</body>", "</html>", ""])
+
+
+def _header(report: Report) -> str:
+    date = datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+    return (f"<header><h1>evalsuite report</h1><p class=\"muted\">source: <code>{_esc(report.source)}</code> · "
+            f"generated {date} · {len(report.models)} models × {len(report.tasks)} tasks</p></header>")
+
+
+def _best_rank(report: Report, task: str) -> float | None:
+    """The column's best rank: 1, or the shared rank of models tied on the best mean."""
+    ranks = [cell.rank for (_, name), cell in report.cells.items() if name == task and svg.finite(cell.mean)]
+    return min(ranks, default=None)
+
+
+def _overview(report: Report) -> str:
+    best = {task: _best_rank(report, task) for task in report.tasks}
+    header = ["model"] + [f'<a href="#task-{_esc(task)}">{_esc(task)}</a><br><span class="sub">'
+                          f"{_esc(report.metrics[task])}</span>" for task in report.tasks]
+    rows = [[f'<th scope="row">{_esc(model)}</th>'] + [_overview_cell(report.cells.get((model, task)), best[task])
+                                                       for task in report.tasks] for model in report.models]
+    table = _table("overview", header, rows)
+    if report.floors:
+        floors = "".join(f'<td class="floor">{_num(report.floors[task][1]) if task in report.floors else DASH}</td>'
+                         for task in report.tasks)
+        table = table.replace("</tbody>", f'<tr class="floor"><th scope="row">random-init floor</th>{floors}</tr>'
+                                          "</tbody>")
+    return f'<h2 id="overview-title">Overview</h2>{table}<p class="muted legend">{LEGEND}</p>'
+
+
+def _overview_cell(cell, best_rank: float | None) -> str:
+    if cell is None:
+        return f'<td class="missing">{DASH}</td>'
+    is_best = best_rank is not None and cell.rank == best_rank
+    mean = f"<b>{_num(cell.mean)}</b>" if is_best else _num(cell.mean)
+    spread = f' <span class="sub">± {_num(cell.std)}</span>' if cell.std is not None and len(cell.seeds) > 1 else ""
+    mark = (f' <span class="tied" title="p_holm = {_num(cell.p_holm, 3)}">≈</span>'
+            if cell.tied is True and not is_best else "")
+    interval = f'<br><span class="sub">[{_num(cell.interval[0])}, {_num(cell.interval[1])}]</span>' \
+        if cell.interval else ""
+    rank_interval = f" ({_rank(cell.rank_interval[0])}–{_rank(cell.rank_interval[1])})" if cell.rank_interval else ""
+    attributes = (f'class="cell{" best" if is_best else ""}" data-model="{_esc(cell.model)}" '
+                  f'data-task="{_esc(cell.task)}" data-probe="{_esc(cell.probe)}" data-mean="{_num(cell.mean, 6)}"')
+    return (f"<td {attributes}>{mean}{mark}{spread}{interval}<br><span class=\"sub\">#{_rank(cell.rank)}"
+            f"{rank_interval}</span> <small>{_esc(cell.probe)}</small></td>")
+
+
+def _overall(report: Report) -> str:
+    rows = [[f"<td>{_esc(model)}</td>", f"<td>{_num(rank, 2)}</td>",
+             f"<td>{f'{_num(interval[0], 2)}–{_num(interval[1], 2)}' if interval else DASH}</td>"]
+            for model, rank, interval in report.overall]
+    ranked = {model for model, _, _ in report.overall}
+    left_out = [model for model in report.models if model not in ranked]
+    rule = ("The mean over tasks of each model's rank (1 = best), for models with every task; its interval is the "
+            "mean over tasks of the 95 % rank-interval bounds, when every task has them. ")
+    rule += (f"Left out (missing a task): {', '.join(map(_esc, left_out))}." if left_out
+             else "Every model has every task.")
+    return f"<h2>Overall ranking</h2><p>{rule}</p>" + _table("overall", ["model", "mean rank", "interval"], rows)
+
+
+def _tasks(report: Report) -> str:
+    return "<h2>Per task</h2>" + "".join(_task_section(report, task) for task in report.tasks)
+
+
+def _task_section(report: Report, task: str) -> str:
+    cells = [report.cells[(model, task)] for model in report.models if (model, task) in report.cells]
+    floor = report.floors[task][1] if task in report.floors else None
+    plot = svg.dot_plot([(cell.model, cell.mean, cell.interval) for cell in cells], floor,
+                        f"{task}: {report.metrics[task]} on test")
+    names = sorted({name for cell in cells for name in cell.extra})
+    extras = _table("", ["model", *map(_esc, names)],
+                    [[f"<td>{_esc(cell.model)}</td>"] + [f"<td>{_num(cell.extra.get(name))}</td>" for name in names]
+                     for cell in cells]) if names else ""
+    caption = (f'<p class="muted">Dot: mean over seeds; line: 95 % interval; dashed: random-init floor '
+               f"({_esc(report.floors[task][0])}).</p>" if task in report.floors else
+               '<p class="muted">Dot: mean over seeds; line: 95 % interval.</p>')
+    return (f'<section class="task" id="task-{_esc(task)}"><h3>{_esc(task)} <span class="sub">'
+            f"{_esc(report.metrics[task])}</span></h3>{plot}{caption}{extras}</section>")
+
+
+def _ordered_cells(report: Report) -> list:
+    """Present cells, models in the report's order, then tasks in its order."""
+    return [report.cells[(m, t)] for m in report.models for t in report.tasks if (m, t) in report.cells]
+
+
+def _calibration(report: Report) -> str:
+    cells = [cell for cell in _ordered_cells(report) if any(name in cell.extra for name in CALIBRATION)]
+    if not cells:
+        return ""
+    rows = [[f"<td>{_esc(cell.model)}</td>", f"<td>{_esc(cell.task)}</td>"]
+            + [f"<td>{_num(cell.extra.get(name))}</td>" for name in CALIBRATION] for cell in cells]
+    return ("<h2>Calibration</h2><p class=\"muted\">Test calibration of the chosen probe, mean over seeds "
+            "(lower is better).</p>" + _table("calibration", ["model", "task", *CALIBRATION], rows))
+
+
+def _cost_text(value) -> str:
+    """Cost numbers at 4 significant digits; a missing one stays blank."""
+    if value is None or value == "":
+        return ""
+    return f"{value:.4g}" if svg.finite(value) else _esc(value) if isinstance(value, str) else DASH
+
+
+def _cost(report: Report) -> str:
+    rows = [[f"<td>{_esc(cell.model)}</td>", f"<td>{_esc(cell.task)}</td>"]
+            + [f"<td>{_cost_text(cell.cost.get(name))}</td>" for name in COST_FIELDS]
+            for cell in _ordered_cells(report)]
+    return ("<h2>Cost</h2><p class=\"muted\">Extraction cost of each cell's run (the first seed's): images per "
+            "second end to end and for the forward pass alone, and the estimated device-hours.</p>"
+            + _table("cost", ["model", "task", *COST_FIELDS], rows) + _cost_scatter(report))
+
+
+def _cost_points(report: Report) -> list:
+    """(model, total gpu_hours_est, mean headline) of the models with every task and a cost for each."""
+    points = []
+    for model in report.models:
+        cells = [report.cells.get((model, task)) for task in report.tasks]
+        if all(c is not None and svg.finite(c.cost.get("gpu_hours_est")) and svg.finite(c.mean) for c in cells):
+            points.append((model, sum(c.cost["gpu_hours_est"] for c in cells), sum(c.mean for c in cells) / len(cells)))
+    return points
+
+
+def _cost_scatter(report: Report) -> str:
+    directions = {higher_is_better(report.metrics[task]) for task in report.tasks}
+    if len(directions) > 1:
+        return ("<p>No accuracy-versus-cost plot: the headline metrics point in different directions (some lower "
+                "is better), so their mean orders nothing.</p>")
+    points = _cost_points(report)
+    if len(points) < 2:
+        return "<p>No accuracy-versus-cost plot: fewer than 2 models have every task and a cost for each.</p>"
+    higher_better = directions.pop()
+    front = svg.pareto_front(points, higher_better)
+    figure = svg.scatter(points, front, "estimated GPU hours, sum over tasks", "mean headline over tasks")
+    better = "higher" if higher_better else "lower"
+    return (f'<h3>Accuracy against cost</h3>{figure}<p id="pareto">Pareto front (no other model is both as cheap or '
+            f"cheaper and as good or better ({better} mean headline), one of them strictly): "
+            f"{', '.join(map(_esc, front))}.</p>")
+
+
+def _provenance_value(value) -> str:
+    if isinstance(value, dict):
+        value = ", ".join(f"{key}: {item}" for key, item in value.items())
+    elif isinstance(value, (list, tuple)):
+        value = ", ".join(map(str, value))
+    elif isinstance(value, float):
+        value = _num(value)
+    return DASH if value is None or value == "" else _esc(value)
+
+
+def _provenance_entry(cell) -> str:
+    known = dict(PROVENANCE)
+    keys = [key for key, _ in PROVENANCE] + [k for k in cell.provenance if k not in known and k != "command"]
+    terms = "".join(f"<dt>{_esc(known.get(key, key))}</dt><dd>{_provenance_value(cell.provenance.get(key))}</dd>"
+                    for key in keys)
+    command = cell.provenance.get("command")
+    body = (f"<dl>{terms}</dl><pre><code>{_esc(command) if command else DASH}</code></pre>" if cell.provenance
+            else '<p class="muted">No run JSON found for this cell.</p>')
+    return f"<details><summary>{_esc(cell.model)} × {_esc(cell.task)}</summary>{body}</details>"
+
+
+def _provenance(report: Report) -> str:
+    return ("<h2>Provenance</h2><p class=\"muted\">Per cell: the versions, data and runs behind it, and the command "
+            "that reproduces it.</p>" + "".join(_provenance_entry(cell) for cell in _ordered_cells(report)))
+
+
+def _notes(report: Report) -> str:
+    items = "".join(f"<li>{_esc(note)}</li>" for note in report.notes)
+    return f"<h2>Notes</h2><ul>{items}</ul>" if items else "<h2>Notes</h2><p>None.</p>"
