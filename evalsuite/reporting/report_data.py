@@ -191,8 +191,8 @@ def _mark_ties(report: Report, table, out_dir: Path) -> None:
 def _add_reliability(report: Report, task: str, loaded: dict) -> None:
     for model, predictions in loaded.items():
         if predictions.probas:  # classification; segmentation stores confusion counts instead
-            report.cells[(model, task)] = replace(report.cells[(model, task)],
-                                                  reliability=reliability_bins(predictions.labels, predictions.probas[0]))
+            bins = reliability_bins(predictions.labels, predictions.probas[0])
+            report.cells[(model, task)] = replace(report.cells[(model, task)], reliability=bins)
 
 
 def _mark_column(report: Report, task: str, best: str, loaded: dict) -> None:

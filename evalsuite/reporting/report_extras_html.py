@@ -3,7 +3,9 @@ one small figure per cell with stored probabilities) and the invariance, retriev
 
 import html
 
+from evalsuite.metrics.segmentation import MEAN_METRICS as PER_CLASS_MEANS
 from evalsuite.reporting.report_data import Report
+from evalsuite.reporting.svg import dot_plot
 
 SIZE_PX = 180  # one reliability diagram; a 30 x 20 report draws 600 of them, so they stay small
 PAD_PX = 24
@@ -42,6 +44,17 @@ def reliability_section(report: Report) -> str:
     return ("<h2>Reliability diagrams</h2><p class=\"muted\">Test accuracy per confidence bin of the chosen probe "
             "(first seed; 15 equal-width bins as in docs/calibration.md); the dashed diagonal is perfect "
             f"calibration.</p><div class=\"figures\">{figures}</div>")
+
+
+def per_class_plot(cells: list, task: str) -> str:
+    """Segmentation: each class's Dice (`dice_<class>` of the cell's other metrics) per model, one dot each."""
+    rows = [(f"{cell.model} · {name[len('dice_'):]}", value, None) for cell in cells
+            for name, value in sorted(cell.extra.items())
+            if name.startswith("dice_") and name not in PER_CLASS_MEANS]
+    if not rows:
+        return ""
+    return dot_plot(rows, None, f"{task}: Dice per class on test") + \
+        '<p class="muted">Per-class Dice of the chosen probe, mean over seeds.</p>'
 
 
 def beyond_sections(report: Report) -> str:

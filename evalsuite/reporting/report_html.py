@@ -9,7 +9,7 @@ from datetime import datetime, timezone
 
 from evalsuite.metrics.significance import higher_is_better
 from evalsuite.reporting import svg
-from evalsuite.reporting.report_extras_html import beyond_sections, reliability_section
+from evalsuite.reporting.report_extras_html import beyond_sections, per_class_plot, reliability_section
 from evalsuite.reporting.report_data import Report
 
 CALIBRATION = ("ece", "mce", "brier", "nll")  # the calibration errors a classification run reports
@@ -157,7 +157,7 @@ def _task_section(report: Report, task: str) -> str:
                f"({_esc(report.floors[task][0])}).</p>" if task in report.floors else
                '<p class="muted">Dot: mean over seeds; line: 95 % interval.</p>')
     return (f'<section class="task" id="task-{_esc(task)}"><h3>{_esc(task)} <span class="sub">'
-            f"{_esc(report.metrics[task])}</span></h3>{plot}{caption}{extras}</section>")
+            f"{_esc(report.metrics[task])}</span></h3>{plot}{caption}{per_class_plot(cells, task)}{extras}</section>")
 
 
 def _ordered_cells(report: Report) -> list:
