@@ -172,7 +172,8 @@ def _mark_ties(report: Report, table, out_dir: Path) -> None:
         try:
             loaded = {row.model: loader.cell(row.model, task, row.cells[task]) for row in ranked}
         except EvalsuiteError:
-            untested.append(task)
+            if len(ranked) > 1:  # a lone model has nothing to be tested against: no note for it
+                untested.append(task)
             continue
         _add_reliability(report, task, loaded)
         if len(ranked) < 2:

@@ -48,7 +48,7 @@ def reliability_section(report: Report) -> str:
 
 def per_class_plot(cells: list, task: str) -> str:
     """Segmentation: each class's Dice (`dice_<class>` of the cell's other metrics) per model, one dot each."""
-    rows = [(f"{cell.model} · {name[len('dice_'):]}", value, None) for cell in cells
+    rows = [(f"{name[len('dice_'):]} · {cell.model}", value, None) for cell in cells  # the class survives a cut
             for name, value in sorted(cell.extra.items())
             if name.startswith("dice_") and name not in PER_CLASS_MEANS]
     if not rows:
