@@ -47,19 +47,23 @@ def add_model(out, model, task, probas, headline="balanced_accuracy", labels=LAB
             save_predictions(out, run_id, labels, clusters, {f"linear/seed{seed}": proba})
 
 
-@pytest.fixture
-def board(tmp_path):
+def build_board(out):
     """good (~95 % right, 2 seeds) > close (good with 3 items changed) >> weak (~40 %) on t1 (balanced accuracy)
     and t2 (accuracy, one seed each: McNemar)."""
     good = [_model(0.95, 1), _model(0.95, 2)]
     close = good[0].copy()
     close[:3] = close[:3, ::-1]
-    add_model(tmp_path, "good", "t1", good, throughput=100.0)
-    add_model(tmp_path, "close", "t1", [close], throughput=300.0)
-    add_model(tmp_path, "weak", "t1", [_model(0.4, 3)], throughput=200.0)
-    add_model(tmp_path, "good", "t2", good[:1], headline="accuracy", throughput=100.0)
-    add_model(tmp_path, "weak", "t2", [_model(0.4, 4)], headline="accuracy", throughput=200.0)
-    return tmp_path
+    add_model(out, "good", "t1", good, throughput=100.0)
+    add_model(out, "close", "t1", [close], throughput=300.0)
+    add_model(out, "weak", "t1", [_model(0.4, 3)], throughput=200.0)
+    add_model(out, "good", "t2", good[:1], headline="accuracy", throughput=100.0)
+    add_model(out, "weak", "t2", [_model(0.4, 4)], headline="accuracy", throughput=200.0)
+    return out
+
+
+@pytest.fixture
+def board(tmp_path):
+    return build_board(tmp_path)
 
 
 def _compare(out, a, b, **filters):

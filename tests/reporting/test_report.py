@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 from conftest import assert_one_line_error, run_cli
-from test_compare import _model, add_model
+from test_compare import _model, add_model, build_board
 
 from evalsuite.reporting.leaderboard import LEADERBOARD_FILE, append_rows
 from evalsuite.reporting.predictions import predictions_path
@@ -19,19 +19,11 @@ GOLDEN = Path(__file__).parent / "golden" / "report_overview.tex"
 
 @pytest.fixture
 def board(tmp_path):
-    """t1: good (2 seeds) best, close (good with 3 items flipped) tied with it, weak far below; t2: good vs weak;
-    `floor` is a random-init model on both tasks."""
-    good = [_model(0.95, 1), _model(0.95, 2)]
-    close = good[0].copy()
-    close[:3] = close[:3, ::-1]
-    add_model(tmp_path, "good", "t1", good, throughput=100.0)
-    add_model(tmp_path, "close", "t1", [close], throughput=300.0)
-    add_model(tmp_path, "weak", "t1", [_model(0.4, 3)], throughput=200.0)
-    add_model(tmp_path, "good", "t2", good[:1], headline="accuracy", throughput=100.0)
-    add_model(tmp_path, "weak", "t2", [_model(0.4, 4)], headline="accuracy", throughput=200.0)
-    for task in ("t1", "t2"):
-        add_model(tmp_path, "floor", task, [_model(0.3, 5)], headline="balanced_accuracy" if task == "t1" else
-                  "accuracy", weights_id="random-init:seed0")
+    """test_compare's board (t1: good best, close tied with it, weak far below; t2: good vs weak) and `floor`, a
+    random-init model on both tasks."""
+    build_board(tmp_path)
+    for task, headline in (("t1", "balanced_accuracy"), ("t2", "accuracy")):
+        add_model(tmp_path, "floor", task, [_model(0.3, 5)], headline=headline, weights_id="random-init:seed0")
     return tmp_path
 
 
