@@ -60,7 +60,7 @@ class Comparison:
     notes: list = field(default_factory=list)
 
 
-class _Loader:
+class PredictionsLoader:
     """Predictions files read once per run, whichever cells share them."""
 
     def __init__(self, out_dir: Path):
@@ -77,7 +77,7 @@ class _Loader:
                 raise EvalsuiteError(f"run {run_id} ({model} on {task}) stored no test predictions for probe "
                                      f"'{cell.probe}' seed {seed} (only classification and segmentation probes "
                                      f"store them); {_LEAVE_OUT}")
-            if first is not None and not _same_items(first, stored):
+            if first is not None and not same_items(first, stored):
                 raise EvalsuiteError(f"the seeds of {model} on {task} were tested on different items (runs "
                                      f"{cell.run_ids[0]} and {run_id}); the data changed between runs: rerun them")
             first = first or stored
@@ -88,7 +88,7 @@ class _Loader:
         return CellPredictions(first.labels, first.clusters, first.cluster_unit, probas, confusions, first.class_names)
 
 
-def _same_items(one, other) -> bool:
+def same_items(one, other) -> bool:
     if len(one.labels) != len(other.labels) or not np.array_equal(one.labels, other.labels):
         return False
     if (one.clusters is None) != (other.clusters is None):
@@ -107,7 +107,7 @@ def compare_models(table: WideTable, out_dir: Path, a: str, b: str, source: str,
     if not shared:
         raise EvalsuiteError(f"models '{a}' and '{b}' share no task in {source} (with the filters given); "
                              "run both on the same task")
-    loader, compared, notes = _Loader(out_dir), [], []
+    loader, compared, notes = PredictionsLoader(out_dir), [], []
     for task in shared:
         metric = table.metrics[task]
         if not (has_item_form(metric) or has_confusion_form(metric)):
@@ -115,11 +115,11 @@ def compare_models(table: WideTable, out_dir: Path, a: str, b: str, source: str,
             raise EvalsuiteError(f"--compare tests scores of test items; {metric} on task '{task}' is {per_run}: "
                                  f"pass --metric with a classification score or {_LEAVE_OUT}")
         first, second = loader.cell(a, task, rows[a].cells[task]), loader.cell(b, task, rows[b].cells[task])
-        if not _same_items(first, second):
+        if not same_items(first, second):
             raise EvalsuiteError(f"models '{a}' and '{b}' share no test items on task '{task}' ({len(first.labels)} "
                                  f"vs {len(second.labels)} items, or other labels or clusters): their runs used "
                                  f"different data; rerun both on the same data or {_LEAVE_OUT}")
-        compared.append(_compare_task(task, metric, first, second, draws, seed))
+        compared.append(compare_task(task, metric, first, second, draws, seed))
         if first.clusters is None:  # McNemar or an item bootstrap: both assume independent test items
             notes.append(f"{task}: {independence_note(first.unit, None, len(first.labels))}")
     adjusted = holm([c.result.p_value for c in compared])
@@ -128,7 +128,7 @@ def compare_models(table: WideTable, out_dir: Path, a: str, b: str, source: str,
     return Comparison(a=a, b=b, tasks=compared, notes=notes)
 
 
-def _compare_task(task: str, metric: str, a: CellPredictions, b: CellPredictions, draws: int,
+def compare_task(task: str, metric: str, a: CellPredictions, b: CellPredictions, draws: int,
                   seed: int) -> TaskComparison:
     if a.confusions:  # segmentation: resample images (or their clusters) of the per-image confusion counts
         result = paired_scores(ConfusionScorer(a.confusions, metric, a.class_names),
@@ -174,7 +174,7 @@ def _p(value: float) -> str:
 def add_rank_intervals(table: WideTable, out_dir: Path, draws: int = 1000, seed: int = 0) -> WideTable:
     """The table with each cell's 95 % bootstrap rank interval, on tasks where every ranked model has stored
     predictions for the same test items; other tasks get a note instead."""
-    loader, skipped, unclustered = _Loader(out_dir), [], []
+    loader, skipped, unclustered = PredictionsLoader(out_dir), [], []
     for task in table.tasks:
         ranked = [row for row in table.rows if task in row.cells]
         if len(ranked) < 2 or not (has_item_form(table.metrics[task]) or has_confusion_form(table.metrics[task])):
@@ -185,7 +185,7 @@ def add_rank_intervals(table: WideTable, out_dir: Path, draws: int = 1000, seed:
             skipped.append(task)
             continue
         reference = next(iter(loaded.values()))
-        if not all(_same_items(reference, other) for other in loaded.values()):
+        if not all(same_items(reference, other) for other in loaded.values()):
             skipped.append(task)
             continue
         if reference.clusters is None:

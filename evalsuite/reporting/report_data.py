@@ -23,7 +23,7 @@ import numpy as np
 
 from evalsuite.errors import EvalsuiteError
 from evalsuite.metrics.significance import higher_is_better, holm
-from evalsuite.reporting.compare import _compare_task, _Loader, _same_items, add_rank_intervals
+from evalsuite.reporting.compare import PredictionsLoader, add_rank_intervals, compare_task, same_items
 from evalsuite.reporting.leaderboard import LEADERBOARD_FILE, read_rows
 from evalsuite.reporting.report_beyond import beyond_rows, reliability_bins
 from evalsuite.reporting.results import RUNS_FOLDER
@@ -166,7 +166,7 @@ def _overall(table) -> list:
 
 
 def _mark_ties(report: Report, table, out_dir: Path) -> None:
-    loader, untested = _Loader(out_dir), []
+    loader, untested = PredictionsLoader(out_dir), []
     for task in report.tasks:
         ranked = [row for row in table.rows if task in row.cells]
         try:
@@ -179,7 +179,7 @@ def _mark_ties(report: Report, table, out_dir: Path) -> None:
         if len(ranked) < 2:
             continue
         best = min(ranked, key=lambda row: (row.cells[task].rank, row.model)).model
-        if not all(_same_items(loaded[best], other) for other in loaded.values()):
+        if not all(same_items(loaded[best], other) for other in loaded.values()):
             untested.append(task)
             continue
         _mark_column(report, task, best, loaded)
@@ -199,7 +199,7 @@ def _add_reliability(report: Report, task: str, loaded: dict) -> None:
 def _mark_column(report: Report, task: str, best: str, loaded: dict) -> None:
     metric = report.metrics[task]
     others = [model for model in loaded if model != best]
-    tests = [_compare_task(task, metric, loaded[best], loaded[model], 1000, 0).result for model in others]
+    tests = [compare_task(task, metric, loaded[best], loaded[model], 1000, 0).result for model in others]
     adjusted = holm([test.p_value for test in tests]) if tests else []
     report.cells[(best, task)] = replace(report.cells[(best, task)], tied=True)
     for model, p_holm in zip(others, adjusted):
