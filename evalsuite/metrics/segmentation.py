@@ -28,6 +28,7 @@ import numpy as np
 
 from evalsuite.errors import EvalsuiteError
 from evalsuite.metrics.bootstrap import BOOTSTRAP_DRAWS, CONFIDENCE, cluster_index, draw_weights
+from evalsuite.metrics.draw_scores import macro_mean
 
 IGNORE_INDEX = 255
 BACKGROUND = "background"
@@ -134,7 +135,7 @@ def _percentiles(values: list, tail: float) -> tuple[float, float]:
 
 class ConfusionScorer:
     """One model's score on a segmentation task for any image-weight vector: `metric` of the weighted per-image
-    confusion counts, averaged over its seeds (as significance._Scorer does with class probabilities)."""
+    confusion counts, averaged over its seeds (as significance.ItemScorer does with class probabilities)."""
 
     def __init__(self, per_image: list, metric: str, names=None):
         self.per_image = [np.asarray(counts) for counts in per_image]
@@ -147,6 +148,25 @@ class ConfusionScorer:
     def score(self, weights: np.ndarray) -> float:
         return float(np.mean([weighted_segmentation_metrics(counts, weights, self.names)[self.metric]
                               for counts in self.per_image]))
+
+    def scores(self, weights: np.ndarray) -> np.ndarray:
+        """float64 [draws]: the score for each row of image weights [draws, images], the mean over seeds."""
+        return np.mean([_block_metric(np.tensordot(weights, counts.astype(np.float64), axes=1), self.metric,
+                                      self.names) for counts in self.per_image], axis=0)
+
+
+def _block_metric(confusion: np.ndarray, metric: str, names) -> np.ndarray:
+    """`metric` of each confusion matrix of a block [draws, C, C], as metrics_from_confusion defines it."""
+    tp = np.diagonal(confusion, axis1=1, axis2=2)
+    union = confusion.sum(axis=1) + confusion.sum(axis=2) - tp  # tp + fp + fn
+    with np.errstate(invalid="ignore", divide="ignore"):
+        scores = {"iou": np.where(union > 0, tp / union, np.nan), "dice": np.where(union > 0, 2 * tp / (union + tp),
+                                                                                      np.nan)}
+    kind, _, which = metric.partition("_")
+    if which in ("fg_mean", "mean"):
+        return macro_mean(scores[kind][:, 1:] if which == "fg_mean" else scores[kind])
+    names = list(names) if names is not None else generic_class_names(confusion.shape[1])
+    return scores[kind][:, names.index(which)]
 
 
 def segmentation_split_metrics(card, probe, features, labels, with_intervals: bool = False, groups=None,

@@ -30,11 +30,14 @@ from evalsuite.metrics.bootstrap import (BOOTSTRAP_DRAWS, CONFIDENCE, _ClassRank
                                          weighted_metrics)
 from evalsuite.metrics.calibration import CALIBRATION_METRICS, LOWER_IS_BETTER, CalibrationItems
 from evalsuite.metrics.classification import METRICS
+from evalsuite.metrics.draw_scores import (AurocScores, CategorySums, confusion_scores, macro_mean,
+                                           per_draw_scores)
 from evalsuite.metrics.ordinal import ORDINAL_METRIC
 
 # Metrics scored by weighted_metrics from item weights (the others re-score the resampled items).
 _WEIGHTED = {"balanced_accuracy", "f1_macro", "accuracy", "auroc_macro_ovr", ORDINAL_METRIC, *CALIBRATION_METRICS}
 ALPHA = 0.05
+CONFUSION_SCORES = ("balanced_accuracy", "f1_macro", "accuracy")  # scored per block of draws (draw_scores.py)
 
 
 def higher_is_better(metric: str) -> bool:
@@ -58,7 +61,7 @@ class PairedResult:
     draws: int  # bootstrap draws with a defined difference
 
 
-class _Scorer:
+class ItemScorer:
     """One model's score for any item-weight vector: the metric averaged over its seeds' probability matrices."""
 
     def __init__(self, y_true: np.ndarray, probas: list, metric: str, extra_metrics: dict | None = None):
@@ -74,6 +77,21 @@ class _Scorer:
         self.function = None if metric in _WEIGHTED else {**METRICS, **(extra_metrics or {})}[metric]
         self.calibration = [CalibrationItems(y_true, p) if metric in CALIBRATION_METRICS else None
                             for p in self.probas]
+        self.pairs = (CategorySums([y_true * self.classes + p for p in self.predicted], self.classes ** 2)
+                      if metric in CONFUSION_SCORES else None)
+        self.aurocs = [[AurocScores(y_true, p[:, c], c) for c in range(self.classes)] if auroc else []
+                       for p in self.probas]
+
+    def scores(self, weights: np.ndarray) -> np.ndarray:
+        """float64 [draws]: the score for each row of item weights [draws, items], the mean over seeds."""
+        if self.metric in CONFUSION_SCORES:
+            confusions = self.pairs.sums(weights).reshape(-1, self.classes, self.classes)  # [draws x seeds, C, C]
+            return confusion_scores(confusions)[self.metric].reshape(len(weights), -1).mean(axis=1)
+        elif self.metric == "auroc_macro_ovr":
+            per_seed = [macro_mean(np.stack([a.scores(weights) for a in aurocs], axis=1)) for aurocs in self.aurocs]
+        else:
+            return np.array([self.score(w) for w in weights])
+        return np.mean(per_seed, axis=0)
 
     def score(self, weights: np.ndarray) -> float:
         if self.function is None:
@@ -100,19 +118,24 @@ def paired_bootstrap(y_true, probas_a: list, probas_b: list, metric: str, groups
                      seed: int = 0, confidence: float = CONFIDENCE, extra_metrics: dict | None = None) -> PairedResult:
     """A - B on `metric` over resampled test clusters; `probas_*`: one [N, C] matrix per seed of each model."""
     y_true = np.asarray(y_true, dtype=np.int64)
-    scorer_a, scorer_b = (_Scorer(y_true, p, metric, extra_metrics) for p in (probas_a, probas_b))
+    scorer_a, scorer_b = (ItemScorer(y_true, p, metric, extra_metrics) for p in (probas_a, probas_b))
     return paired_scores(scorer_a, scorer_b, len(y_true), groups, draws, seed, confidence)
 
 
 def paired_scores(scorer_a, scorer_b, items: int, groups=None, draws: int = BOOTSTRAP_DRAWS, seed: int = 0,
                   confidence: float = CONFIDENCE) -> PairedResult:
     """The paired bootstrap of two scorers of the same `items` test items: anything with `score(item weights)`,
-    e.g. _Scorer here or segmentation.ConfusionScorer (per-image confusion counts)."""
+    e.g. ItemScorer here or segmentation.ConfusionScorer (per-image confusion counts)."""
     ones = np.ones(items)
     a, b = scorer_a.score(ones), scorer_b.score(ones)
     if cluster_index(groups, items)[1] < 2:  # nothing to resample
         return PairedResult(a, b, a - b, float("nan"), float("nan"), float("nan"), "bootstrap", 0)
-    differences = np.array([scorer_a.score(w) - scorer_b.score(w) for w in draw_weights(groups, items, draws, seed)])
+    scores = per_draw_scores({"a": scorer_a, "b": scorer_b}, groups, items, draws, seed)
+    return paired_result(a, b, scores["a"] - scores["b"], confidence)
+
+
+def paired_result(a: float, b: float, differences: np.ndarray, confidence: float = CONFIDENCE) -> PairedResult:
+    """The test of observed scores `a`, `b` from their differences in each bootstrap draw (nan: undefined)."""
     tail = (1 - confidence) / 2 * 100
     defined = differences[~np.isnan(differences)]
     low, high = (np.percentile(defined, [tail, 100 - tail]) if len(defined) else (np.nan, np.nan))
@@ -147,16 +170,14 @@ def holm(p_values) -> np.ndarray:
 
 
 def average_ranks(values: np.ndarray, higher_better: bool = True) -> np.ndarray:
-    """Rank 1 for the best value, ties share the average of their positions, NaN ranks after every number."""
+    """Rank 1 for the best value, ties share the average of their positions, NaN ranks after every number; on
+    a matrix, ranks along the last axis (each row ranked on its own)."""
+    values = np.asarray(values, dtype=np.float64)
     keys = np.where(np.isnan(values), np.inf, -values if higher_better else values)
-    order = np.argsort(keys, kind="stable")
-    ranks = np.empty(len(values))
-    position = 0
-    while position < len(order):
-        tied = order[position:][keys[order[position:]] == keys[order[position]]]
-        ranks[tied] = position + (len(tied) + 1) / 2
-        position += len(tied)
-    return ranks
+    # A value's average position = 1 + (values strictly before it) + (the others tied with it) / 2.
+    before = (keys[..., None, :] < keys[..., :, None]).sum(axis=-1)
+    tied = (keys[..., None, :] == keys[..., :, None]).sum(axis=-1)
+    return 1 + before + (tied - 1) / 2
 
 
 def rank_intervals(y_true, probas: dict, metric: str, groups=None, draws: int = BOOTSTRAP_DRAWS, seed: int = 0,
@@ -166,7 +187,7 @@ def rank_intervals(y_true, probas: dict, metric: str, groups=None, draws: int = 
     y_true = np.asarray(y_true, dtype=np.int64)
     if cluster_index(groups, len(y_true))[1] < 2:
         return {model: (float("nan"), float("nan")) for model in sorted(probas)}
-    scorers = {m: _Scorer(y_true, probas[m], metric, extra_metrics) for m in probas}
+    scorers = {m: ItemScorer(y_true, probas[m], metric, extra_metrics) for m in probas}
     return rank_scores(scorers, len(y_true), metric, groups, draws, seed, confidence)
 
 
@@ -176,9 +197,14 @@ def rank_scores(scorers: dict, items: int, metric: str, groups=None, draws: int 
     models = sorted(scorers)
     if cluster_index(groups, items)[1] < 2:
         return {model: (float("nan"), float("nan")) for model in models}
-    higher = higher_is_better(metric)
-    ranks = np.array([average_ranks(np.array([scorers[m].score(w) for m in models]), higher)
-                      for w in draw_weights(groups, items, draws, seed)])
+    scores = per_draw_scores({m: scorers[m] for m in models}, groups, items, draws, seed)
+    return ranks_from_scores(scores, metric, confidence)
+
+
+def ranks_from_scores(scores: dict, metric: str, confidence: float = CONFIDENCE) -> dict:
+    """{model: (low, high)} rank interval from every model's scores in the same draws ({model: float [draws]})."""
+    models = sorted(scores)
+    ranks = average_ranks(np.stack([scores[m] for m in models], axis=1), higher_is_better(metric))
     tail = (1 - confidence) / 2 * 100
     low = np.percentile(ranks, tail, axis=0, method="lower")
     high = np.percentile(ranks, 100 - tail, axis=0, method="higher")

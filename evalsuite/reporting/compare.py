@@ -17,11 +17,11 @@ from pathlib import Path
 import numpy as np
 
 from evalsuite.errors import EvalsuiteError
-from evalsuite.metrics.bootstrap import independence_note
+from evalsuite.metrics.bootstrap import cluster_index, independence_note
+from evalsuite.metrics.draw_scores import per_draw_scores
 from evalsuite.metrics.segmentation import ConfusionScorer, has_confusion_form
-from evalsuite.metrics.significance import (ALPHA, PairedResult, has_item_form, higher_is_better, holm,
-                                            mcnemar_exact, paired_bootstrap, paired_scores, rank_intervals,
-                                            rank_scores)
+from evalsuite.metrics.significance import (ALPHA, ItemScorer, PairedResult, has_item_form, higher_is_better, holm,
+                                            mcnemar_exact, paired_result, ranks_from_scores)
 from evalsuite.reporting.leaderboard import format_table
 from evalsuite.reporting.predictions import load_predictions, prediction_key
 from evalsuite.reporting.wide import RUN_COLUMN_METRICS, WideTable
@@ -61,10 +61,24 @@ class Comparison:
 
 
 class PredictionsLoader:
-    """Predictions files read once per run, whichever cells share them."""
+    """Predictions files read once per run, whichever cells share them; each cell's scores in the bootstrap draws
+    computed once, whichever tests and rank intervals use them."""
 
     def __init__(self, out_dir: Path):
-        self.out_dir, self.loaded = Path(out_dir), {}
+        self.out_dir, self.loaded, self.scored = Path(out_dir), {}, {}
+
+    def draw_scores(self, task: str, cells: dict, metric: str, draws: int, seed: int) -> dict:
+        """{model: (observed score, float [draws])} of `cells` ({model: CellPredictions}, all on the same test items
+        as `same_items` checks); the draws are the cluster bootstrap's (`seed`), the same for every model."""
+        missing = {m: cell for m, cell in cells.items() if (task, m, metric, draws, seed) not in self.scored}
+        if missing:
+            scorers = {m: cell_scorer(cell, metric) for m, cell in missing.items()}
+            reference = next(iter(missing.values()))
+            items = len(reference.labels)
+            found = per_draw_scores(scorers, reference.clusters, items, draws, seed)
+            for m, scorer in scorers.items():
+                self.scored[(task, m, metric, draws, seed)] = (scorer.score(np.ones(items)), found[m])
+        return {m: self.scored[(task, m, metric, draws, seed)] for m in cells}
 
     def cell(self, model: str, task: str, cell) -> CellPredictions:
         probas, confusions, first = [], [], None
@@ -119,7 +133,8 @@ def compare_models(table: WideTable, out_dir: Path, a: str, b: str, source: str,
             raise EvalsuiteError(f"models '{a}' and '{b}' share no test items on task '{task}' ({len(first.labels)} "
                                  f"vs {len(second.labels)} items, or other labels or clusters): their runs used "
                                  f"different data; rerun both on the same data or {_LEAVE_OUT}")
-        compared.append(compare_task(task, metric, first, second, draws, seed))
+        scores = loader.draw_scores(task, {a: first, b: second}, metric, draws, seed)
+        compared.append(compare_task(task, metric, first, second, (scores[a], scores[b])))
         if first.clusters is None:  # McNemar or an item bootstrap: both assume independent test items
             notes.append(f"{task}: {independence_note(first.unit, None, len(first.labels))}")
     adjusted = holm([c.result.p_value for c in compared])
@@ -128,14 +143,20 @@ def compare_models(table: WideTable, out_dir: Path, a: str, b: str, source: str,
     return Comparison(a=a, b=b, tasks=compared, notes=notes)
 
 
-def compare_task(task: str, metric: str, a: CellPredictions, b: CellPredictions, draws: int,
-                  seed: int) -> TaskComparison:
-    if a.confusions:  # segmentation: resample images (or their clusters) of the per-image confusion counts
-        result = paired_scores(ConfusionScorer(a.confusions, metric, a.class_names),
-                               ConfusionScorer(b.confusions, metric, b.class_names), len(a.labels), a.clusters,
-                               draws, seed)
+def cell_scorer(cell: CellPredictions, metric: str):
+    """The cell's scorer of item weights: per-image confusion counts (segmentation) or class probabilities."""
+    if cell.confusions:
+        return ConfusionScorer(cell.confusions, metric, cell.class_names)
+    return ItemScorer(cell.labels, cell.probas, metric)
+
+
+def compare_task(task: str, metric: str, a: CellPredictions, b: CellPredictions, scores: tuple) -> TaskComparison:
+    """The paired test of cells `a` and `b` from their `PredictionsLoader.draw_scores` (a's, b's)."""
+    (score_a, draws_a), (score_b, draws_b) = scores
+    if cluster_index(a.clusters, len(a.labels))[1] < 2:  # nothing to resample
+        result = PairedResult(score_a, score_b, score_a - score_b, *(float("nan"),) * 3, "bootstrap", 0)
     else:
-        result = paired_bootstrap(a.labels, a.probas, b.probas, metric, groups=a.clusters, draws=draws, seed=seed)
+        result = paired_result(score_a, score_b, draws_a - draws_b)
     if metric == "accuracy" and a.clusters is None and len(a.probas) == len(b.probas) == 1:
         # Independent items, one prediction each: the exact test needs no resampling (the interval stays bootstrap).
         correct_a, correct_b = (p[0].argmax(axis=1) == a.labels for p in (a.probas, b.probas))
@@ -171,10 +192,12 @@ def _p(value: float) -> str:
     return "-" if np.isnan(value) else f"{value:.4g}"
 
 
-def add_rank_intervals(table: WideTable, out_dir: Path, draws: int = 1000, seed: int = 0) -> WideTable:
+def add_rank_intervals(table: WideTable, out_dir: Path, draws: int = 1000, seed: int = 0,
+                       loader: PredictionsLoader | None = None) -> WideTable:
     """The table with each cell's 95 % bootstrap rank interval, on tasks where every ranked model has stored
-    predictions for the same test items; other tasks get a note instead."""
-    loader, skipped, unclustered = PredictionsLoader(out_dir), [], []
+    predictions for the same test items; other tasks get a note instead. `loader`: one whose draw scores later
+    tests reuse."""
+    loader, skipped, unclustered = loader or PredictionsLoader(out_dir), [], []
     for task in table.tasks:
         ranked = [row for row in table.rows if task in row.cells]
         if len(ranked) < 2 or not (has_item_form(table.metrics[task]) or has_confusion_form(table.metrics[task])):
@@ -190,7 +213,7 @@ def add_rank_intervals(table: WideTable, out_dir: Path, draws: int = 1000, seed:
             continue
         if reference.clusters is None:
             unclustered.append(task)
-        intervals = _rank_intervals(loaded, reference, table.metrics[task], draws, seed)
+        intervals = _rank_intervals(loader, task, loaded, table.metrics[task], draws, seed)
         for row in ranked:  # fewer than two clusters: (nan, nan), no interval to show
             if not np.isnan(intervals[row.model][0]):
                 row.cells[task] = replace(row.cells[task], rank_interval=intervals[row.model])
@@ -204,12 +227,12 @@ def add_rank_intervals(table: WideTable, out_dir: Path, draws: int = 1000, seed:
     return table
 
 
-def _rank_intervals(loaded: dict, reference: CellPredictions, metric: str, draws: int, seed: int) -> dict:
-    if reference.confusions:  # segmentation: every model scored from its per-image confusion counts
-        scorers = {m: ConfusionScorer(p.confusions, metric, p.class_names) for m, p in loaded.items()}
-        return rank_scores(scorers, len(reference.labels), metric, reference.clusters, draws, seed)
-    return rank_intervals(reference.labels, {m: p.probas for m, p in loaded.items()}, metric,
-                          groups=reference.clusters, draws=draws, seed=seed)
+def _rank_intervals(loader: PredictionsLoader, task: str, loaded: dict, metric: str, draws: int, seed: int) -> dict:
+    reference = next(iter(loaded.values()))
+    if cluster_index(reference.clusters, len(reference.labels))[1] < 2:
+        return {model: (float("nan"), float("nan")) for model in loaded}
+    scores = loader.draw_scores(task, loaded, metric, draws, seed)
+    return ranks_from_scores({model: per_draw for model, (_, per_draw) in scores.items()}, metric)
 
 
 def overlaps_leader(table: WideTable, task: str, model: str) -> bool:

@@ -22,6 +22,7 @@ from pathlib import Path
 import numpy as np
 
 from evalsuite.errors import EvalsuiteError
+from evalsuite.metrics.bootstrap import BOOTSTRAP_DRAWS
 from evalsuite.metrics.significance import higher_is_better, holm
 from evalsuite.reporting.compare import PredictionsLoader, add_rank_intervals, compare_task, same_items
 from evalsuite.reporting.leaderboard import LEADERBOARD_FILE, read_rows
@@ -75,7 +76,9 @@ def collect(out_dir: Path, filters: Filters = Filters()) -> Report:
     rows = read_rows(source)
     if not rows:
         raise EvalsuiteError(f"{source} has no rows yet; run `evalsuite run` or `evalsuite sweep run` first")
-    table = add_rank_intervals(build_wide_table(rows, "test", None, filters, source=str(source)), out_dir)
+    loader = PredictionsLoader(out_dir)  # the rank intervals' draw scores are reused by the tie tests
+    table = add_rank_intervals(build_wide_table(rows, "test", None, filters, source=str(source)), out_dir,
+                               loader=loader)
     by_key = _test_rows(rows)
     cells = {(row.model, task): _cell(row.model, task, table.metrics[task], cell, by_key)
              for row in table.rows for task, cell in row.cells.items()}
@@ -83,7 +86,7 @@ def collect(out_dir: Path, filters: Filters = Filters()) -> Report:
                     models=[row.model for row in table.rows], cells=cells, floors=_floors(rows, cells),
                     overall=_overall(table), notes=list(table.notes),
                     beyond=beyond_rows(rows, {row.model for row in table.rows}, set(table.tasks)))
-    _mark_ties(report, table, out_dir)
+    _mark_ties(report, table, loader)
     _add_provenance(report, out_dir)
     return report
 
@@ -165,8 +168,8 @@ def _overall(table) -> list:
     return sorted(ranking, key=lambda entry: (entry[1], entry[0]))
 
 
-def _mark_ties(report: Report, table, out_dir: Path) -> None:
-    loader, untested = PredictionsLoader(out_dir), []
+def _mark_ties(report: Report, table, loader: PredictionsLoader) -> None:
+    untested = []
     for task in report.tasks:
         ranked = [row for row in table.rows if task in row.cells]
         try:
@@ -182,7 +185,7 @@ def _mark_ties(report: Report, table, out_dir: Path) -> None:
         if not all(same_items(loaded[best], other) for other in loaded.values()):
             untested.append(task)
             continue
-        _mark_column(report, task, best, loaded)
+        _mark_column(report, task, best, loaded, loader)
     if untested:
         report.notes.append(f"no significance marks for {', '.join(untested)}: some of its runs stored no test "
                             "predictions (made before they were stored, or of a kind that stores none) or were "
@@ -196,10 +199,12 @@ def _add_reliability(report: Report, task: str, loaded: dict) -> None:
             report.cells[(model, task)] = replace(report.cells[(model, task)], reliability=bins)
 
 
-def _mark_column(report: Report, task: str, best: str, loaded: dict) -> None:
+def _mark_column(report: Report, task: str, best: str, loaded: dict, loader: PredictionsLoader) -> None:
     metric = report.metrics[task]
     others = [model for model in loaded if model != best]
-    tests = [compare_task(task, metric, loaded[best], loaded[model], 1000, 0).result for model in others]
+    scores = loader.draw_scores(task, loaded, metric, BOOTSTRAP_DRAWS, 0)
+    tests = [compare_task(task, metric, loaded[best], loaded[model], (scores[best], scores[model])).result
+             for model in others]
     adjusted = holm([test.p_value for test in tests]) if tests else []
     report.cells[(best, task)] = replace(report.cells[(best, task)], tied=True)
     for model, p_holm in zip(others, adjusted):
@@ -244,8 +249,11 @@ def reproduce_command(record: dict, records: list) -> str:
                        ("--precision", "precision"), ("--label", "label")):
         if config.get(name) not in (None, "", "auto"):
             words += [flag, str(config[name])]
-    if config.get("random_init"):
-        words.append("--random-init")
+    # The flags that change which samples are scored (the others change speed or memory, not the numbers).
+    for flag, name, given in (("--random-init", "random_init", True), ("--no-count-check", "check_counts", False),
+                              ("--skip-bad-slides", "skip_bad_slides", True)):
+        if config.get(name, not given) is given:
+            words.append(flag)
     if config.get("probes"):
         words += ["--probes", ",".join(config["probes"])]
     return shlex.join(words + ["--seeds", ",".join(map(str, seeds)), "--out", str(config.get("out_dir", "."))])

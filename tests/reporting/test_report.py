@@ -102,3 +102,15 @@ def test_bad_input_is_one_line_and_exit_2(board, tmp_path_factory):
     blocker = board / "a_file"
     blocker.write_text("")
     assert_one_line_error(run_cli("report", "--out", board, "--html", blocker / "report.html"), "--html")
+
+
+def test_the_reproduce_command_keeps_the_flags_that_change_what_is_scored():
+    from evalsuite.reporting.report_data import reproduce_command
+
+    record = {"seeds": [1], "config": {"task": "bach", "model": "m", "check_counts": False, "skip_bad_slides": True,
+                                       "random_init": False, "data_root": "/data/my bach", "out_dir": "out"}}
+    command = reproduce_command(record, [record, {"seeds": [0]}])
+    assert command == ("evalsuite run --task bach --model m --data-root '/data/my bach' --no-count-check "
+                       "--skip-bad-slides --seeds 0,1 --out out")
+    defaults = {"seeds": [0], "config": {"task": "bach", "model": "m", "check_counts": True, "out_dir": "out"}}
+    assert reproduce_command(defaults, [defaults]) == "evalsuite run --task bach --model m --seeds 0 --out out"
