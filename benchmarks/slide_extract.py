@@ -2,10 +2,10 @@
 
 What is measured
 ----------------
-``--slides N`` of the offline demo slides (``evalsuite.readers.demo_slides.demo_slides_folder()``, built on first
+``--slides N`` of the offline demo slides (``evalsuite.readers.demo.demo_slides.demo_slides_folder()``, built on first
 use under ``EVALSUITE_DATA_HOME``, by default a temporary folder here; the N are evenly spaced over the manifest,
 so SVS-like and generic-TIFF files and all three splits are in) are tiled once as a run tiles them
-(``evalsuite.readers.slides.tile_slides`` with the ``demo_slide`` card's tiling: tissue detection in DataLoader
+(``evalsuite.readers.slides.base.tile_slides`` with the ``demo_slide`` card's tiling: tissue detection in DataLoader
 workers). A backbone (``--model``, default ``efficientnet_lite0_imagenet``, the run's default model, built by
 ``evalsuite.models.backbones.build_backbone``; ``--random-init`` for seeded random weights, same timing) then
 embeds every tile two (or three) ways, the order rotating every round, ``--rounds`` times:
@@ -133,7 +133,7 @@ def use_benchmark_data_home() -> None:
     the builder's source (a changed builder builds afresh), not in the user's ~/.cache."""
     import hashlib
 
-    import evalsuite.readers.demo_slides as builder
+    import evalsuite.readers.demo.demo_slides as builder
 
     digest = hashlib.sha256(Path(builder.__file__).read_bytes()).hexdigest()[:12]
     os.environ.setdefault("EVALSUITE_DATA_HOME",
@@ -250,7 +250,7 @@ def run(args) -> None:
     from evalsuite.features.slide_features import cache_layout
     from evalsuite.models.backbones import build_backbone
     from evalsuite.models.transforms import build_transform
-    from evalsuite.readers.slides import SlideTiles, tile_slides, tiling_of
+    from evalsuite.readers.slides.base import SlideTiles, tile_slides, tiling_of
     from evalsuite.runtime.cpus import usable_cpus, use_threads
     from evalsuite.runtime.precision import autocast_context, resolve_precision
 

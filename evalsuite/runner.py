@@ -4,15 +4,15 @@ Nothing is written to the leaderboard until every probe has produced its metrics
 failed run leaves the leaderboard as it was.
 """
 
-import contextlib
 import sys
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
 from evalsuite.config import RunConfig
-from evalsuite.features.prepare import prepare_features, used_precision
+from evalsuite.features.prepare import SPLITS, prepare_features, split_aliases, used_precision
 from evalsuite.metrics.bootstrap import independence_note, interval_clusters
 from evalsuite.metrics.group_robustness import DEFAULT_K as GROUP_K
 from evalsuite.metrics.group_robustness import METRIC as GROUP_METRIC
@@ -20,14 +20,17 @@ from evalsuite.metrics.group_robustness import group_robustness, usable_k
 from evalsuite.metrics.segmentation import IMAGE_CONFUSIONS
 from evalsuite.models.backbones import build_backbone
 from evalsuite.probes import PROBES
-from evalsuite.probes._validate import check_two_classes_per_split
+from evalsuite.probes._validate import (check_regression_splits, check_two_classes_per_split,
+                                        regression_target_names)
 from evalsuite.probes.base import SplitScoringProbe
-from evalsuite.probes.recipes import check_recipe_fits, load_recipe
+from evalsuite.probes.recipes import check_recipe_fits, check_val_choice, load_recipe
 from evalsuite.readers import build_reader
-from evalsuite.reporting.commit import RowsWrittenError, commit_run
+from evalsuite.reporting.commit import commit_run
+from evalsuite.reporting.folds import fold_split, merge_folds, merged_sizes
 from evalsuite.reporting.leaderboard import LEADERBOARD_FILE, check_appendable, rows_from_record
-from evalsuite.reporting.predictions import prediction_key, save_predictions
-from evalsuite.reporting.results import RUNS_FOLDER, run_record
+from evalsuite.reporting.beside_run import written_beside_run
+from evalsuite.reporting.predictions import prediction_key
+from evalsuite.reporting.results import run_record
 from evalsuite.runtime import distributed, progress
 from evalsuite.runtime.cpus import use_threads
 from evalsuite.storage.fsio import check_out_folder
@@ -63,44 +66,41 @@ def _run(config: RunConfig, dist, device, builds=None) -> dict | None:
     use_threads(config.threads)
     card, reader, backbone = build_task_and_backbone(config, builds)
     recipes = [check_recipe_fits(load_recipe(name), card) for name in (config.probes or card.probes)]
+    check_val_choice(recipes, card, split_aliases(reader))
     test_sites = _test_sites(card, reader)  # a card's `group` column must exist before hours of extraction
-    if KINDS[card.kind].target == "class" and not KINDS[card.kind].bags:  # tile labels are known before extraction
-        check_two_classes_per_split({split: reader.dataset(split, None).labels for split in card.splits},
-                                    card.classes)
+    folds = getattr(reader, "cv_folds", None)  # cross-validated tasks (HEST) run fold by fold, each checked first
+    for fold in range(folds or 1):
+        _use_fold(reader, fold if folds else None)
+        _check_labels_before_extraction(card, reader)
     timings = {"setup_s": time.perf_counter() - started}
-
-    features = prepare_features(config, card, reader, backbone, device, dist)
-    plan, split_data, extracted_per_rank = features.plan, features.splits, features.extracted_per_rank
+    scored = []
+    for fold in range(folds or 1):
+        _use_fold(reader, fold if folds else None)
+        scored.append(_score(config, card, reader, backbone, device, dist, recipes, test_sites))
     if not dist.is_main:
         return None
-    timings["features_s"] = time.perf_counter() - started - timings["setup_s"]
-    if KINDS[card.kind].target == "class":  # a one-class split gives a degenerate probe that scores 1.000
-        check_two_classes_per_split({split: labels for split, (_, labels) in split_data.items()}, card.classes,
-                                    {split: info.get("skipped", []) for split, info in (features.slides or {}).items()})
-
-    test_clusters = interval_clusters(reader, "test", len(split_data["test"][1]))
-    fits = [(recipe, seed) for seed in config.seeds for recipe in recipes]
-    probe_results = []
-    for number, (recipe, seed) in enumerate(fits, 1):  # progress lines say which fit of the run's grid they are
-        with progress.labelled(f"{recipe.name} seed {seed}, fit {number}/{len(fits)}"):
-            probe_results.append(_run_probe(recipe, card, split_data, device, seed, test_clusters))
-    if test_sites is not None:
-        probe_results.append(_group_robustness_result(card, split_data["test"], test_sites, test_clusters, device,
-                                                      config.seeds[0]))
-    timings["probes_s"] = time.perf_counter() - started - timings["setup_s"] - timings["features_s"]
-    extracted = {split: sum(per_rank) for split, per_rank in extracted_per_rank.items()}
+    timings["features_s"] = sum(s.features_s for s in scored)
+    timings["probes_s"] = sum(s.probes_s for s in scored)
+    last = scored[-1]
+    probe_results = merge_folds([s.probe_results for s in scored]) if folds else last.probe_results
+    split_sizes = merged_sizes([s.split_sizes for s in scored]) if folds else last.split_sizes
+    extracted = {split: sum(sum(s.features.extracted_per_rank[split]) for s in scored) for split in SPLITS}
     record = run_record(config, card, backbone, probe_results, extracted, timings, device,
                         used_precision(config, backbone, device))
-    record["cache"] = {"mode": plan.decision, "plan": plan.to_dict(), "keys": features.keys,
-                       "shape_probe_forwards": features.shape_probe_forwards}
-    record["distributed"] = {"world_size": dist.world_size, "samples_extracted_per_rank": extracted_per_rank}
+    features = last.features
+    keys = {fold_split(split, n): key for n, s in enumerate(scored) for split, key in s.features.keys.items()} \
+        if folds else features.keys
+    record["cache"] = {"mode": features.plan.decision, "plan": features.plan.to_dict(), "keys": keys,
+                       "shape_probe_forwards": sum(s.features.shape_probe_forwards for s in scored)}
+    record["distributed"] = {"world_size": dist.world_size, "samples_extracted_per_rank": features.extracted_per_rank}
     record["throughput"] = features.throughput
-    note = independence_note(*test_clusters, len(split_data["test"][1]), reader.clusters_fix)
+    if folds:
+        record["folds"] = [{"fold": n, **reader.fold_samples(n), "scored": s.split_sizes} for n, s in enumerate(scored)]
+    note = independence_note(*last.test_clusters, last.split_sizes["test"], reader.clusters_fix)
     if note and any(result.get("intervals_95") for result in probe_results):  # no clusters: say what that assumes
         record["intervals_note"] = note
     if features.slides:  # slide tasks: slides and tiles per split, and any slide left out with its reason
         record["slides"] = features.slides
-    split_sizes = {split: len(labels) for split, (_, labels) in split_data.items()}
     # What a metric's items and n_samples are: images/tiles, slides, or patients (survival scores patients).
     record["scored"] = {"unit": reader.scored_unit, **split_sizes}
     rows = rows_from_record(record, split_sizes)
@@ -109,11 +109,66 @@ def _run(config: RunConfig, dist, device, builds=None) -> dict | None:
     test_confusions = {prediction_key(r["probe"], r["seed"]): r.pop("test_confusions") for r in probe_results
                        if "test_confusions" in r}
     # The predictions and plots the run JSON names are written first and removed again if the append fails.
-    with _written_beside_run(config, record, split_data["test"][1], test_clusters, test_probas,
+    with written_beside_run(config, record, last.test_labels, last.test_clusters, test_probas,
                              test_confusions) as written:
         record["results_path"] = str(append_run(config.out_dir, record, rows))
         written.keep = True
     return record
+
+
+@dataclass
+class _Scored:
+    """One extraction and its probes: the whole run, or one fold of a cross-validated task."""
+    features: object  # features.prepare.PreparedFeatures
+    probe_results: list
+    test_clusters: tuple
+    split_sizes: dict
+    test_labels: object
+    features_s: float
+    probes_s: float
+
+
+def _score(config, card, reader, backbone, device, dist, recipes, test_sites) -> _Scored | None:
+    started = time.perf_counter()
+    features = prepare_features(config, card, reader, backbone, device, dist)
+    split_data = features.splits
+    if not dist.is_main:
+        return None
+    features_s = time.perf_counter() - started
+    if KINDS[card.kind].target == "class":  # a one-class split gives a degenerate probe that scores 1.000
+        check_two_classes_per_split({split: labels for split, (_, labels) in split_data.items()}, card.classes,
+                                    {split: info.get("skipped", []) for split, info in (features.slides or {}).items()})
+    test_clusters = interval_clusters(reader, "test", len(split_data["test"][1]))
+    fits = [(recipe, seed) for seed in config.seeds for recipe in recipes]
+    probe_results = []
+    for number, (recipe, seed) in enumerate(fits, 1):  # progress lines say which fit of the run's grid they are
+        with progress.labelled(f"{recipe.name} seed {seed}, fit {number}/{len(fits)}{_fold_label(reader)}"):
+            probe_results.append(_run_probe(recipe, card, split_data, device, seed, test_clusters))
+    if test_sites is not None:
+        probe_results.append(_group_robustness_result(card, split_data["test"], test_sites, test_clusters, device,
+                                                      config.seeds[0]))
+    return _Scored(features, probe_results, test_clusters, {split: len(labels) for split, (_, labels) in
+                                                             split_data.items()}, split_data["test"][1], features_s,
+                   time.perf_counter() - started - features_s)
+
+
+def _use_fold(reader, fold: int | None) -> None:
+    if fold is not None:
+        reader.use_fold(fold)
+
+
+def _fold_label(reader) -> str:
+    return f", fold {reader.fold + 1}/{reader.cv_folds}" if getattr(reader, "cv_folds", None) else ""
+
+
+def _check_labels_before_extraction(card, reader) -> None:
+    """Tile labels and regression targets are known before extraction: refuse a split that cannot be scored now."""
+    if KINDS[card.kind].target == "class" and not KINDS[card.kind].bags:
+        check_two_classes_per_split({split: reader.dataset(split, None).labels for split in card.splits},
+                                    card.classes)
+    if KINDS[card.kind].target == "vector":  # a constant target has no Pearson r
+        check_regression_splits({split: reader.dataset(split, None).labels for split in card.splits},
+                                regression_target_names(card, reader), f"task card {card.path}" + _fold_label(reader))
 
 
 def append_run(out_dir, record: dict, rows: list) -> Path:
@@ -125,48 +180,6 @@ def append_run(out_dir, record: dict, rows: list) -> Path:
     for note in notes:
         print(f"note: {note}", file=sys.stderr)
     return path
-
-
-class _Written(list):
-    keep = False
-
-
-@contextlib.contextmanager
-def _written_beside_run(config, record: dict, test_labels, test_clusters, test_probas: dict,
-                        test_confusions: dict | None = None):
-    """Per-item test probabilities or per-image confusion counts (for `leaderboard --compare`) and, with --plots,
-    reliability diagrams; the run record names them. Files are removed when the block fails."""
-    written, test_confusions = _Written(), test_confusions or {}
-    try:
-        if test_probas or test_confusions:
-            unit, clusters = test_clusters
-            labels = np.asarray(test_labels) if test_probas else None  # masks: the counts stand for them
-            path = save_predictions(config.out_dir, record["run_id"], labels, clusters, test_probas, unit,
-                                    confusions=test_confusions, class_names=record["task"]["classes"])
-            written.append(path)
-            record["predictions"] = {"file": path.name, "keys": sorted({**test_probas, **test_confusions})}
-        if config.plots and test_probas:
-            record["plots"] = [str(p) for p in _reliability_plots(config, record, test_labels, test_probas)]
-            written.extend(Path(p) for p in record["plots"])
-        yield written
-    except RowsWrittenError:
-        written.keep = True  # the rows count, and the run JSON the next process moves into place names these files
-        raise
-    finally:
-        if not written.keep:
-            for path in written:
-                with contextlib.suppress(OSError):  # a read-only --out: EROFS must not hide the one-line error
-                    Path(path).unlink(missing_ok=True)
-
-
-def _reliability_plots(config, record: dict, test_labels, test_probas: dict) -> list:
-    from evalsuite.reporting.reliability import save_reliability_diagram  # matplotlib: only when asked
-
-    folder = Path(config.out_dir) / RUNS_FOLDER
-    return [save_reliability_diagram(np.asarray(test_labels), proba,
-                                     folder / f"{record['run_id']}.{key.replace('/', '.')}.reliability.png",
-                                     f"{record['task']['name']} / {record['model']['name']} / {key} (test)")
-            for key, proba in test_probas.items()]
 
 
 def _test_sites(card, reader):

@@ -9,7 +9,7 @@ from pathlib import Path
 
 # The demo slides are built once per version of their builder, in a folder every test worker shares (the build is
 # locked and atomic), not in the user's ~/.cache.
-_BUILDERS = [Path(__file__).resolve().parents[1] / "evalsuite" / "readers" / name
+_BUILDERS = [Path(__file__).resolve().parents[1] / "evalsuite" / "readers" / "demo" / name
              for name in ("demo_slides.py", "demo_slide_pieces.py")]
 _BUILDERS_SHA = hashlib.sha256(b"".join(path.read_bytes() for path in _BUILDERS)).hexdigest()[:12]
 os.environ.setdefault("EVALSUITE_DATA_HOME", str(Path(tempfile.gettempdir()) /

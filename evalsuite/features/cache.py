@@ -3,7 +3,8 @@
 One folder per cache key under `<out>/cache/`:
 - `features.npy`: float16 [N, *row_shape], allocated at full size when extraction starts and
   filled chunk by chunk with positioned writes (no mapping, so the writer's RSS stays flat);
-- `labels.npy`: integer labels [N] (class ids) or [N, H, W] (masks), in the reader's integer dtype;
+- `labels.npy`: integer labels [N] (class ids) or [N, H, W] (masks), in the reader's integer dtype, or
+  float64 targets [N, T] (regression);
 - `manifest.json`: key fields, shape, dtype, chunk table (rows, sha256, done), completeness,
   library versions. It is replaced atomically (temp file + fsync + rename) after each chunk is
   on disk, so a process killed at any moment leaves a manifest that names only chunks whose
@@ -198,8 +199,9 @@ class FeatureCache:
             self._forget_corrupt_chunks(writer)
             return writer
         labels = np.asarray(labels)
-        if not np.issubdtype(labels.dtype, np.integer):
-            raise TypeError(f"labels must be integers, got {labels.dtype}")
+        if not (np.issubdtype(labels.dtype, np.integer) or np.issubdtype(labels.dtype, np.floating)):
+            raise TypeError(f"labels must be integers (class ids, masks) or floats (regression targets), got "
+                            f"{labels.dtype}")
         shutil.rmtree(folder, ignore_errors=True)
         try:
             with fs_errors("create feature cache", folder):

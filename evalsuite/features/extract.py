@@ -110,7 +110,7 @@ def extract_to_cache(backbone, dataset, writer, device: torch.device, *, batch_s
     loader = torch.utils.data.DataLoader(dataset, batch_sampler=chunk_aligned_batches(pending, batch_size),
                                          worker_init_fn=_workers_ignore_stop_signals,
                                          **loader_kwargs(device, num_workers))
-    # A dataset may hand out raw pixels and convert whole batches here (readers.slides.SlideTiles: uint8 tiles);
+    # A dataset may hand out raw pixels and convert whole batches here (readers.slides.base.SlideTiles: uint8 tiles);
     # a dataset without prepare_batch gives model inputs already.
     prepare_batch = getattr(dataset, "prepare_batch", None) or (lambda images: images)
     chunk_rows = max(stop - start for _, start, stop in pending)

@@ -102,8 +102,18 @@ def _labels_identity(dataset) -> dict:
     cached run. Slide caches store no targets (the reader's are read on every run)."""
     if getattr(dataset, "label_shape", ()):
         return {}
-    labels = np.ascontiguousarray(dataset.labels, dtype=np.int64)
+    labels = np.asarray(dataset.labels)
+    # Regression targets hash as float64 (casting them to integers would give two target sets one key).
+    labels = np.ascontiguousarray(labels, dtype=np.float64 if np.issubdtype(labels.dtype, np.floating) else np.int64)
     return {"labels_sha256": hashlib.sha256(labels.tobytes()).hexdigest()}
+
+
+def _label_bytes(dataset, label_shape: tuple) -> int | None:
+    """A split's labels in memory: its masks (one byte per pixel), its float targets, or None (class ids)."""
+    if label_shape:
+        return len(dataset) * int(np.prod(label_shape))
+    labels = getattr(dataset, "labels", None)
+    return int(labels.nbytes) if isinstance(labels, np.ndarray) and labels.ndim == 2 else None
 
 
 def _datasets_and_keys(config, card, reader, cache, transform, fields: dict) -> tuple[dict, dict, dict, dict]:
@@ -113,9 +123,17 @@ def _datasets_and_keys(config, card, reader, cache, transform, fields: dict) -> 
         keys = {split: cache_key(fields[split]) for split in SPLITS}
         layouts = {split: slide_layout(cache, keys[split], reader, split, config) for split in SPLITS}
         return {split: slide_dataset(layouts[split], transform) for split in SPLITS}, keys, layouts, fields
-    datasets = {split: reader.dataset(split, transform) for split in SPLITS}
+    aliases = split_aliases(reader)  # a split that is another's items (HEST's val is train) shares its cache
+    datasets = {split: reader.dataset(split, transform) for split in SPLITS if split not in aliases}
+    datasets.update({split: datasets[alias] for split, alias in aliases.items()})
     fields = {split: {**fields[split], **_labels_identity(datasets[split])} for split in SPLITS}
-    return datasets, {split: cache_key(fields[split]) for split in SPLITS}, {}, fields
+    keys = {split: cache_key(fields[aliases.get(split, split)]) for split in SPLITS}
+    return datasets, keys, {}, fields
+
+
+def split_aliases(reader) -> dict:
+    """{split: the split whose items and cache it is}: a reader's `split_aliases` (none for most)."""
+    return dict(getattr(reader, "split_aliases", {}))
 
 
 def _row_shape(cache, keys, datasets, features_of, device, precision) -> tuple[tuple, int]:
@@ -150,9 +168,11 @@ def plan_splits(config, card, reader, backbone, device) -> PreparedSplits:
     row_shape, forwards = _row_shape(cache, keys, datasets, feature_fn(backbone, card), device, precision)
     # Segmentation datasets give one mask's shape (uint8); class-id datasets have none (int64 ids).
     label_shape = tuple(getattr(datasets["train"], "label_shape", ()))
-    split_plans = [SplitPlan(split, len(datasets[split]), list(row_shape), cache_bytes(len(datasets[split]), row_shape),
+    aliases = split_aliases(reader)  # an alias holds no cache of its own
+    split_plans = [SplitPlan(split, len(datasets[split]), list(row_shape),
+                             0 if split in aliases else cache_bytes(len(datasets[split]), row_shape),
                              cache.is_complete(keys[split]),
-                             len(datasets[split]) * int(np.prod(label_shape)) if label_shape else None)
+                             0 if split in aliases else _label_bytes(datasets[split], label_shape))
                    for split in SPLITS]
     chunk_rows = chunk_rows_for(row_shape, config.batch_size, config.chunk_rows)
     plan = make_plan(
@@ -250,9 +270,13 @@ def prepare_features(config, card, reader, backbone, device, dist=Dist()) -> Pre
         raise BudgetRefused(f"RAM budget: {prepared.plan.reason}")
     job = ExtractionJob(config, card, backbone, device, dist, prepared.cache, used_precision(config, backbone, device),
                         feature_fn(backbone, card), prepared.chunk_rows)
-    extracted, opened = {}, {}
+    extracted, opened, aliases = {}, {}, split_aliases(reader)
     for split in SPLITS:
         key = prepared.keys[split]
+        if split in aliases:  # the cache of another split, extracted and opened under that split
+            extracted[split] = [0] * dist.world_size
+            opened.update({split: opened[aliases[split]]} if dist.is_main else {})
+            continue
         # Rank 0 holds the key's lock for the group until the cache is open (its reads then hold the files): a
         # `cache rm` or an unrelated run asking for the key waits, and cannot remove the cache before it is opened.
         with job.cache.lock(key) if dist.is_main else contextlib.nullcontext():
@@ -262,7 +286,8 @@ def prepare_features(config, card, reader, backbone, device, dist=Dist()) -> Pre
                                           prepared.layouts[split]) if prepared.layouts \
                     else job.cache.open(key, prepared.plan.decision)
     slides = {split: slide_summary(layout) for split, layout in prepared.layouts.items()}
-    throughput = summarise({split: load_split_record(job.cache.folder(prepared.keys[split])) for split in SPLITS},
-                           sum(len(dataset) for dataset in prepared.datasets.values())) if dist.is_main else {}
+    own = [split for split in SPLITS if split not in aliases]
+    throughput = summarise({split: load_split_record(job.cache.folder(prepared.keys[split])) for split in own},
+                           sum(len(prepared.datasets[split]) for split in own)) if dist.is_main else {}
     return PreparedFeatures(prepared.plan, opened, extracted, prepared.shape_probe_forwards, slides, throughput,
                             dict(prepared.keys))

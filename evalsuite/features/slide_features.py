@@ -15,7 +15,7 @@ import numpy as np
 from evalsuite.errors import EvalsuiteError
 from evalsuite.features.bags import PatientBags, SlideBags
 from evalsuite.features.cache import CacheLayout
-from evalsuite.readers.slides import SlideLayout, SlideTiles, tiling_of
+from evalsuite.readers.slides.base import SlideLayout, SlideTiles, tiling_of
 
 COORDS = "coords_level0"
 

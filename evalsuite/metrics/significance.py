@@ -26,7 +26,7 @@ from math import comb
 
 import numpy as np
 
-from evalsuite.metrics.bootstrap import (BOOTSTRAP_DRAWS, CONFIDENCE, _ClassRanks, cluster_index, draw_weights,
+from evalsuite.metrics.bootstrap import (BOOTSTRAP_DRAWS, CONFIDENCE, _ClassRanks, cluster_index,
                                          weighted_metrics)
 from evalsuite.metrics.calibration import CALIBRATION_METRICS, LOWER_IS_BETTER, CalibrationItems
 from evalsuite.metrics.classification import METRICS

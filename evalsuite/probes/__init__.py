@@ -10,6 +10,7 @@ from evalsuite.probes.knn import KNNProbe
 from evalsuite.probes.linear import LinearProbe
 from evalsuite.probes.meanpool import MeanPoolProbe
 from evalsuite.probes.retrieval import RetrievalProbe
+from evalsuite.probes.ridge import HestRidgeProbe, RidgeProbe
 from evalsuite.probes.seg_linear import SegLinearProbe
 from evalsuite.probes.seg_masktransformer import SegMaskTransformerProbe
 
@@ -22,4 +23,6 @@ PROBES = {
     "seg_masktransformer": SegMaskTransformerProbe,
     "abmil": ABMILProbe,
     "meanpool": MeanPoolProbe,
+    "ridge": RidgeProbe,
+    "ridge_hest": HestRidgeProbe,
 }

@@ -3,6 +3,7 @@
 import numpy as np
 
 from evalsuite.errors import EvalsuiteError
+from evalsuite.metrics.regression import check_regression_targets
 
 
 def check_features_labels(features, labels, num_classes: int, what: str) -> np.ndarray:
@@ -38,3 +39,22 @@ def check_two_classes_per_split(labels_by_split: dict, classes: list, skipped_by
         raise EvalsuiteError(f"the {split} split has {left}; a probe needs at least two classes in every split to "
                              "be trained and scored: check the card's splits and data (or its manifest's split "
                              "column)")
+
+
+def regression_target_names(card, reader) -> list | None:
+    """The names of a regression card's targets: the card's list, or what its reader read from the data."""
+    return card.targets if isinstance(card.targets, list) else getattr(reader, "target_names", None)
+
+
+def check_regression_splits(targets_by_split: dict, names: list | None, what: str) -> None:
+    """Every split's targets are finite, with as many as the card names; train's each vary (a constant one has no
+    Pearson r, and a probe learns nothing from it); val and test hold two items at least (Pearson r of one item
+    is undefined)."""
+    for split, targets in targets_by_split.items():
+        checked = check_regression_targets(targets, f"{what}: {split} split", training=split == "train", names=names)
+        if names is not None and checked.shape[1] != len(names):
+            raise EvalsuiteError(f"{what}: the {split} split has {checked.shape[1]} targets per item but the card "
+                                 f"names {len(names)}; list one name per target")
+        if len(checked) < 2:
+            raise EvalsuiteError(f"{what}: the {split} split has one item; Pearson r is undefined on one item: give "
+                                 "the split more items")

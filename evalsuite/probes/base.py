@@ -10,8 +10,13 @@ Both take (num_classes, device, seed, **recipe params) and set `selected_params_
 import abc
 
 
+ALL_BUT_VECTORS = ("class", "mask", "survival")
+
+
 class FittedProbe(abc.ABC):
     inputs = "vectors"  # what it reads: "vectors" [N, D], "tokens" [N, h, w, D] or "bags" (features.bags.SlideBags)
+    targets = ALL_BUT_VECTORS  # the task kinds' `target`s it learns (tasks/kinds.py); regression probes: ("vector",)
+    chooses_on_val = True  # whether val picks its hyper-parameters (refused where val is another split's items)
     seed: int
     selected_params_: dict
 
@@ -22,6 +27,8 @@ class FittedProbe(abc.ABC):
 
 class SplitScoringProbe(abc.ABC):
     inputs = "vectors"
+    targets = ALL_BUT_VECTORS
+    chooses_on_val = True
     seed: int
     selected_params_: dict
     interval_unit: str  # what its intervals are, recorded as the run JSON's `intervals_95_unit`

@@ -46,4 +46,21 @@ def check_recipe_fits(recipe: ProbeRecipe, card) -> ProbeRecipe:
         fitting = sorted(name for name, probe in PROBES.items() if probe.inputs == needed)
         raise EvalsuiteError(f"probe recipe {recipe.path}: probe '{recipe.probe}' reads {probe_inputs} but "
                              f"{card.kind} task '{card.name}' caches {needed}; use a recipe of {', '.join(fitting)}")
+    if kind.target not in PROBES[recipe.probe].targets:
+        fitting = sorted(name for name, probe in PROBES.items() if probe.inputs == needed and kind.target in probe.targets)
+        raise EvalsuiteError(f"probe recipe {recipe.path}: probe '{recipe.probe}' does not learn the targets of "
+                             f"{card.kind} task '{card.name}'; use a recipe of {', '.join(fitting)}")
     return recipe
+
+
+def check_val_choice(recipes: list, card, aliases: dict) -> None:
+    """A reader whose val is another split's items (`aliases`: HEST's val is train) cannot serve a probe that
+    chooses its hyper-parameters on val: the choice would be made on that split."""
+    alias = aliases.get("val")
+    for recipe in recipes:
+        if alias and PROBES[recipe.probe].chooses_on_val:
+            fitting = sorted(name for name, probe in PROBES.items() if not probe.chooses_on_val
+                             and KINDS[card.kind].target in probe.targets)
+            raise EvalsuiteError(f"task '{card.name}' has no val split (its val is its {alias} split), so probe "
+                                 f"'{recipe.probe}' would choose its hyper-parameters on {alias}; use "
+                                 f"{', '.join(fitting)}")

@@ -4,33 +4,43 @@ A reader is a class built as `Reader(card, data_root, check_counts=True, **card.
 and turns a card plus a data directory into one torch Dataset per split through
 `reader.dataset(split, transform)`. Each item is `(transform(PIL image), label)`; each dataset
 exposes `labels` (int64 numpy array) so probes and metrics never iterate over images to get
-them. Segmentation readers (readers/segmentation.py) give `(transform(PIL tile), tile index)`
+them. Segmentation readers (readers/masks/base.py) give `(transform(PIL tile), tile index)`
 items and `labels` as uint8 masks [tiles, H, W] (255 = ignored). `check_counts` compares split
 sizes with the official ones where a dataset has them (`--no-count-check` turns it off for
 subsets). Missing files or a wrong layout raise EvalsuiteError naming the expected path
 pattern.
+
+Layout: this file is the registry (READERS, BUILT_DATA); base.py the Reader contract; files.py and splits.py
+helpers shared across groups; card_facts.py what a card says about its data before any is on disk. Readers sit
+by what they read, each subpackage with the base to extend: tiles/ (labelled images; FileListReader), masks/
+(dense-mask segmentation; SegmentationReader), slides/ (whole-slide images; SlideReader, with wsi.py and
+tissue.py), spots/ (spatial transcriptomics: a tile per spot and its expression; HestReader), and demo/ the
+readers and builders of the shipped demo data. A new dataset goes in tiles/, masks/
+or slides/ and is registered below.
 """
 
 import inspect
 from pathlib import Path
 
 from evalsuite.errors import EvalsuiteError
-from evalsuite.readers.bach import BachReader
-from evalsuite.readers.bracs import BracsReader
-from evalsuite.readers.breakhis import BreakhisReader
-from evalsuite.readers.camelyon16 import Camelyon16Reader
-from evalsuite.readers.consep import ConsepReader
-from evalsuite.readers.crc import CrcReader
-from evalsuite.readers.demo_slides import demo_slides_folder
-from evalsuite.readers.hgsc_seg import HgscSegReader
-from evalsuite.readers.hgsc_tiles import HgscTileReader
-from evalsuite.readers.mhist import MhistReader
-from evalsuite.readers.monusac import MonusacReader
-from evalsuite.readers.panda import PandaReader
-from evalsuite.readers.pannuke import PannukeReader
-from evalsuite.readers.pcam import PcamReader
-from evalsuite.readers.slide_csv import SlideCsvReader
-from evalsuite.readers.tile_csv import TileCsvReader
+from evalsuite.readers.demo.demo_slides import demo_slides_folder
+from evalsuite.readers.demo.hgsc_counts import HgscCountReader
+from evalsuite.readers.demo.hgsc_seg import HgscSegReader
+from evalsuite.readers.demo.hgsc_tiles import HgscTileReader
+from evalsuite.readers.masks.consep import ConsepReader
+from evalsuite.readers.masks.monusac import MonusacReader
+from evalsuite.readers.masks.pannuke import PannukeReader
+from evalsuite.readers.slides.camelyon16 import Camelyon16Reader
+from evalsuite.readers.slides.panda import PandaReader
+from evalsuite.readers.slides.slide_csv import SlideCsvReader
+from evalsuite.readers.spots.hest import HestReader
+from evalsuite.readers.tiles.bach import BachReader
+from evalsuite.readers.tiles.bracs import BracsReader
+from evalsuite.readers.tiles.breakhis import BreakhisReader
+from evalsuite.readers.tiles.crc import CrcReader
+from evalsuite.readers.tiles.mhist import MhistReader
+from evalsuite.readers.tiles.pcam import PcamReader
+from evalsuite.readers.tiles.tile_csv import TileCsvReader
 from evalsuite.tasks.resources import shipped_data_dir
 
 READERS = {
@@ -42,6 +52,7 @@ READERS = {
     "bracs": BracsReader,
     "breakhis": BreakhisReader,
     "hgsc_seg": HgscSegReader,
+    "hgsc_counts": HgscCountReader,
     "pannuke": PannukeReader,
     "consep": ConsepReader,
     "monusac": MonusacReader,
@@ -49,11 +60,12 @@ READERS = {
     "tile_csv": TileCsvReader,
     "camelyon16": Camelyon16Reader,
     "panda": PandaReader,
+    "hest": HestReader,
 }
 
 _PACKAGE_PREFIX = "package:"
 _BUILT_PREFIX = "built:"
-# Data evalsuite makes from what it ships, once, on first use (readers/demo_slides.py says how).
+# Data evalsuite makes from what it ships, once, on first use (readers/demo/demo_slides.py says how).
 BUILT_DATA = {"demo_slides": demo_slides_folder}
 
 

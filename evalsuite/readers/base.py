@@ -5,7 +5,9 @@ one torch Dataset per split through `dataset(split, transform)`; each dataset ex
 (class ids, or uint8 masks for segmentation) so nothing iterates images to get them. Readers that
 know which samples share a patient or slide give `groups(split)` and an `interval_unit` for the
 bootstrap. Readers that know each sample's site/scanner/stain give `groups_of(split, column)` for a card's
-`group` field (the robustness index, evalsuite.metrics.group_robustness).
+`group` field (the robustness index, evalsuite.metrics.group_robustness). A cross-validated reader (HEST's
+patient-level folds, readers/spots/hest.py) gives `cv_folds` and `use_fold(k)`: the runner runs every fold
+(reporting/folds.py); `split_aliases` ({"val": "train"}) names a split that is another's items and cache.
 """
 
 import numpy as np
@@ -55,6 +57,24 @@ class LabelledImages(torch.utils.data.Dataset):
 
     def __getitem__(self, index: int):
         return self.transform(self.image(index)), int(self.labels[index])
+
+    def image(self, index: int):
+        raise NotImplementedError
+
+
+class TargetImages(torch.utils.data.Dataset):
+    """A regression dataset: items `(transform(PIL image), float32 target vector)`; `labels` (float64 [N, T], the
+    cached targets) is known without decoding any image. A subclass gives `image(index)`."""
+
+    def __init__(self, targets, transform):
+        self.labels = np.asarray(targets, dtype=np.float64).reshape(len(targets), -1)
+        self.transform = transform
+
+    def __len__(self) -> int:
+        return len(self.labels)
+
+    def __getitem__(self, index: int):
+        return self.transform(self.image(index)), self.labels[index].astype(np.float32)
 
     def image(self, index: int):
         raise NotImplementedError

@@ -7,7 +7,9 @@ are the readers' own constants (official counts, held-out ranges, layouts), not 
 
 from dataclasses import dataclass
 
-from evalsuite.readers import bach, bracs, breakhis, consep, crc, mhist, monusac, pannuke, pcam
+from evalsuite.readers.masks import consep, monusac, pannuke
+from evalsuite.readers.spots import hest
+from evalsuite.readers.tiles import bach, bracs, breakhis, crc, mhist, pcam
 
 TILE_DOCS = "docs/tasks.md#tile-classification-tasks"
 SEG_DOCS = "docs/tasks.md#segmentation-tasks"
@@ -30,6 +32,7 @@ LAYOUTS = {
     "camelyon16": ("training/{normal,tumor}/*.tif, testing/images/test_NNN.tif and testing/reference.csv",
                    SLIDE_DOCS),
     "panda": ("train_images/<image_id>.tiff and train.csv", SLIDE_DOCS),
+    "hest": (hest.LAYOUT, "docs/tasks.md#hest-benchmark"),
 }
 
 

@@ -41,6 +41,11 @@ class TaskCard:
     def num_classes(self) -> int:
         return len(self.classes)
 
+    @property
+    def targets(self) -> list | str | None:
+        """A regression card's target names, or the .json file under the data root that holds them."""
+        return self.extra.get("targets")
+
 
 def find_card(task: str) -> Path:
     """Resolve `--task` given as a card name (shipped) or as a path to a .yaml file."""
@@ -90,10 +95,11 @@ def _card_from_mapping(raw: dict, path: Path, sha256: str) -> TaskCard:
     reader_args = reader.get("args") or {}
     if not isinstance(reader_args, dict):
         raise EvalsuiteError(f"task card {path}: field 'reader.args' must be a mapping")
-    # A survival card predicts a risk, not a class: it lists no classes.
-    classes = _string_list(raw, path, "classes") if KINDS[kind].target != "survival" else []
-    if KINDS[kind].target == "survival" and "classes" in raw:
-        raise EvalsuiteError(f"task card {path}: a survival card has no 'classes' (its targets are time and event)")
+    # A survival card predicts a risk and a regression card named float targets, not a class: no classes.
+    classes = _string_list(raw, path, "classes") if KINDS[kind].has_classes else []
+    if not KINDS[kind].has_classes and "classes" in raw:
+        raise EvalsuiteError(f"task card {path}: a {kind} card has no 'classes' (it predicts "
+                             f"{'time and event' if KINDS[kind].target == 'survival' else 'its targets'})")
     splits = _string_list(raw, path, "splits")
     missing_splits = [s for s in REQUIRED_SPLITS if s not in splits]
     if missing_splits:

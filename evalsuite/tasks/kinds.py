@@ -12,6 +12,7 @@ from typing import Callable
 
 from evalsuite.errors import EvalsuiteError
 from evalsuite.metrics.classification import METRICS, classification_split_metrics
+from evalsuite.metrics.regression import REGRESSION_METRICS, regression_split_metrics
 from evalsuite.metrics.segmentation import BACKGROUND, SEGMENTATION_METRICS, segmentation_split_metrics
 from evalsuite.metrics.survival import SURVIVAL_METRICS, survival_split_metrics
 from evalsuite.models.pooling import check_token_rule
@@ -29,7 +30,8 @@ class TaskKind:
     card_fields: tuple  # card fields only this kind accepts
     check_card: Callable  # (raw card mapping, path, classes) -> None; raises EvalsuiteError on a bad kind field
     samples: str = "images"  # "images": one cached row per sample; "slides": a bag of tile rows per sample
-    target: str = "class"  # "class": a class id; "mask": a label mask; "survival": (time, event), no classes
+    # "class": a class id; "mask": a label mask; "survival": (time, event); "vector": named float targets
+    target: str = "class"
     # Slide kinds: True scores patients (one bag of all a patient's tiles, one target, one bootstrap cluster each).
     per_patient: bool = False
 
@@ -40,6 +42,11 @@ class TaskKind:
     @property
     def bags(self) -> bool:
         return self.samples == "slides"
+
+    @property
+    def has_classes(self) -> bool:
+        """Whether its cards list `classes` (the others predict a risk or named float targets)."""
+        return self.target in ("class", "mask")
 
 
 def _check_classification_card(raw: dict, path, _classes: list) -> None:
@@ -77,6 +84,21 @@ def _check_slide_card(raw: dict, path, classes: list) -> None:
         raise EvalsuiteError(f"task card {path}: tiling.min_tissue_fraction is a fraction in (0, 1]")
 
 
+def _check_regression_card(raw: dict, path, classes: list) -> None:
+    _check_classification_card(raw, path, classes)
+    targets = raw.get("targets")
+    if not (isinstance(targets, list) and targets and all(isinstance(t, str) and t for t in targets)) \
+            and not (isinstance(targets, str) and targets.endswith(".json")):
+        raise EvalsuiteError(f"task card {path}: a regression card names its targets: 'targets' is a list of names "
+                             f"(e.g. [tumour, stroma]) or a .json file under the data root holding them (e.g. "
+                             f"var_50genes.json), got {targets!r}")
+    if isinstance(targets, list) and len(set(targets)) != len(targets):
+        raise EvalsuiteError(f"task card {path}: field 'targets' has duplicate names")
+
+
+# Regression selects on a higher-is-better metric (probes keep the best val score); mse is reported, not selected on.
+REGRESSION_SELECTION = tuple(m for m in REGRESSION_METRICS if m != "mse")
+
 KINDS = {
     "classification": TaskKind("classification", feature="pooled", selection_metrics=tuple(METRICS),
                                score=classification_split_metrics, intervals=True,
@@ -92,6 +114,10 @@ KINDS = {
                          score=survival_split_metrics, intervals=True, card_fields=("pooling", "tiling"),
                          check_card=_check_slide_card, samples="slides", target="survival",
                          per_patient=True),
+    # A float vector per tile (HEST's gene expression of a spot, demo_counts' nuclei per type), scored per target.
+    "regression": TaskKind("regression", feature="pooled", selection_metrics=REGRESSION_SELECTION,
+                           score=regression_split_metrics, intervals=True, card_fields=("pooling", "targets"),
+                           check_card=_check_regression_card, target="vector"),
 }
 
 

@@ -14,7 +14,7 @@ import torch
 from conftest import assert_one_line_error, leaderboard_rows, make_crc, make_mhist, run_cli
 
 from evalsuite.errors import EvalsuiteError
-from evalsuite.readers.crc import CrcReader
+from evalsuite.readers.tiles.crc import CrcReader
 from evalsuite.tasks.cards import load_card
 
 WATCHDOG_S = 120  # the corrupt-image runs take ~15 s; a hang is what this timeout catches
@@ -357,7 +357,7 @@ def _slide_cohort(root, per_split: dict, missing=()):
     import csv
     import shutil
 
-    from evalsuite.readers.demo_slides import demo_slides_folder
+    from evalsuite.readers.demo.demo_slides import demo_slides_folder
 
     demo = demo_slides_folder()
     with open(demo / "slides.csv", newline="") as handle:

@@ -744,7 +744,7 @@ def test_run_appends_to_a_leaderboard_saved_with_a_bom(capsys, shared, tmp_path)
 def test_demo_slides_on_a_full_disk_say_the_disk_is_full(tmpfs, monkeypatch):
     """Issue 24: ENOSPC said "set EVALSUITE_DATA_HOME to a writable folder"; the folder was writable, only full."""
     from evalsuite.errors import EvalsuiteError
-    from evalsuite.readers.demo_slides import demo_slides_folder
+    from evalsuite.readers.demo.demo_slides import demo_slides_folder
 
     fs = tmpfs(256 * 1024)  # the build needs about 28 MB
     monkeypatch.setenv("EVALSUITE_DATA_HOME", str(fs / "data"))

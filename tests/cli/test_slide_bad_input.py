@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 from conftest import assert_one_line_error, cache_manifests, leaderboard_rows, run_cli
 
-from evalsuite.readers.demo_slides import demo_slides_folder, write_pyramid_tiff
+from evalsuite.readers.demo.demo_slides import demo_slides_folder, write_pyramid_tiff
 
 MODEL = ["--model", "test_vit", "--random-init", "--num-workers", "0"]
 WATCHDOG_S = 300  # these runs take 10-40 s on a loaded 2-core host; a hang is what the timeout catches

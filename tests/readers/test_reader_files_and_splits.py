@@ -8,7 +8,7 @@ from PIL import Image
 from evalsuite.errors import EvalsuiteError
 from evalsuite.readers.files import open_rgb
 from evalsuite.readers.splits import carve_val
-from evalsuite.readers.tiles import CenterCrop
+from evalsuite.readers.tiles.base import CenterCrop
 
 
 def test_carve_val_is_seeded_stratified_and_keeps_classes_in_train():
