@@ -93,7 +93,7 @@ def _run(config: RunConfig, dist, device, builds=None) -> dict | None:
     record["cache"] = {"mode": features.plan.decision, "plan": features.plan.to_dict(), "keys": keys,
                        "shape_probe_forwards": sum(s.features.shape_probe_forwards for s in scored)}
     record["distributed"] = {"world_size": dist.world_size, "samples_extracted_per_rank": features.extracted_per_rank}
-    record["throughput"] = features.throughput
+    record["throughput"] = _fold_throughput([s.features.throughput for s in scored]) if folds else features.throughput
     if folds:
         record["folds"] = [{"fold": n, **reader.fold_samples(n), "scored": s.split_sizes} for n, s in enumerate(scored)]
     note = independence_note(*last.test_clusters, last.split_sizes["test"], reader.clusters_fix)
@@ -150,6 +150,12 @@ def _score(config, card, reader, backbone, device, dist, recipes, test_sites) ->
     return _Scored(features, probe_results, test_clusters, {split: len(labels) for split, (_, labels) in
                                                              split_data.items()}, split_data["test"][1], features_s,
                    time.perf_counter() - started - features_s)
+
+
+def _fold_throughput(per_fold: list) -> dict:
+    """The last fold's rates; device-hours of every fold's extraction (each fold embeds its own train and test)."""
+    hours = [t.get("gpu_hours_est") for t in per_fold]
+    return {**per_fold[-1], "gpu_hours_est": sum(hours) if all(h is not None for h in hours) else None}
 
 
 def _use_fold(reader, fold: int | None) -> None:

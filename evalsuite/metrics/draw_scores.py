@@ -6,8 +6,9 @@ and recomputes every metric to keep one; here the draws come as a matrix [draws,
 so memory stays bounded whatever the split's size) and a scorer with a `scores(weights)` method turns it
 into one score per draw with a few array operations: the weighted confusion matrices of every draw and seed
 are one sparse product of the draws with the items' (seed, true class, predicted class) indicator matrix,
-AUROC's weighted positives and negatives per tied score the same with the score groups' indicator. A scorer with only `score(weights)` is called once per draw. The draws are those
-of `bootstrap.draw_weights` (same seed, same order), so the results equal scoring draw by draw.
+AUROC's weighted positives and negatives per tied score the same with the score groups' indicator. A scorer
+with only `score(weights)` is called once per draw. The draws are those of `bootstrap.draw_weights` (same seed,
+same order), so the results equal scoring draw by draw.
 """
 
 import numpy as np

@@ -47,7 +47,8 @@ def check_recipe_fits(recipe: ProbeRecipe, card) -> ProbeRecipe:
         raise EvalsuiteError(f"probe recipe {recipe.path}: probe '{recipe.probe}' reads {probe_inputs} but "
                              f"{card.kind} task '{card.name}' caches {needed}; use a recipe of {', '.join(fitting)}")
     if kind.target not in PROBES[recipe.probe].targets:
-        fitting = sorted(name for name, probe in PROBES.items() if probe.inputs == needed and kind.target in probe.targets)
+        fitting = sorted(name for name, probe in PROBES.items()
+                         if probe.inputs == needed and kind.target in probe.targets)
         raise EvalsuiteError(f"probe recipe {recipe.path}: probe '{recipe.probe}' does not learn the targets of "
                              f"{card.kind} task '{card.name}'; use a recipe of {', '.join(fitting)}")
     return recipe

@@ -61,7 +61,8 @@ def _standardised_batches(features, mean: np.ndarray, scale: np.ndarray, batch_s
 
 def _check_inputs(features, targets, what: str, training: bool) -> np.ndarray:
     if getattr(features, "ndim", None) != 2:
-        raise EvalsuiteError(f"{what}: features must be 2-D [samples, dim], got shape {getattr(features, 'shape', None)}")
+        raise EvalsuiteError(f"{what}: features must be 2-D [samples, dim], got shape "
+                             f"{getattr(features, 'shape', None)}")
     targets = check_regression_targets(targets, what, training=training)
     if len(features) != len(targets):
         raise EvalsuiteError(f"{what}: {len(features)} feature rows but {len(targets)} target rows")

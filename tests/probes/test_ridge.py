@@ -1,4 +1,5 @@
-"""The ridge probes against scikit-learn: the val-chosen ridge and HEST-Benchmark's StandardScaler + PCA + lsqr ridge."""
+"""The ridge probes against scikit-learn: the val-chosen ridge, and HEST-Benchmark's StandardScaler + PCA + lsqr
+ridge."""
 
 import numpy as np
 import pytest

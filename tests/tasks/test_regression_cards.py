@@ -1,4 +1,5 @@
-"""Regression cards (kind `regression`): what a card must say, which probes fit, and targets refused before extraction."""
+"""Regression cards (kind `regression`): what a card must say, which probes fit, and targets refused before
+extraction."""
 
 import numpy as np
 import pytest

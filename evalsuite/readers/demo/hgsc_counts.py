@@ -82,7 +82,8 @@ def read_instance_mask(path: Path, image_shape: tuple) -> np.ndarray:
     try:
         with np.load(path) as archive:
             if MASK_KEY not in archive:
-                raise EvalsuiteError(f"instance mask {path} has no array '{MASK_KEY}'; found {', '.join(archive.files)}")
+                raise EvalsuiteError(f"instance mask {path} has no array '{MASK_KEY}'; found "
+                                     f"{', '.join(archive.files)}")
             mask = archive[MASK_KEY]
     except (OSError, ValueError) as exc:
         raise EvalsuiteError(f"cannot read instance mask {path} ({exc}); replace it with a valid .npz") from None
