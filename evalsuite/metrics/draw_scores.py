@@ -12,7 +12,6 @@ same order), so the results equal scoring draw by draw.
 """
 
 import numpy as np
-from scipy.sparse import csr_matrix
 
 from evalsuite.metrics.bootstrap import draw_weights
 
@@ -59,6 +58,8 @@ class CategorySums:
     [labellings x categories, items], which holds one entry per item and labelling."""
 
     def __init__(self, labellings: list, categories: int, values: np.ndarray | None = None):
+        from scipy.sparse import csr_matrix  # only where draws are scored: `leaderboard` without them starts faster
+
         items, self.categories = len(labellings[0]), categories
         rows = np.concatenate([number * categories + np.asarray(category, dtype=np.int64).reshape(-1)
                                for number, category in enumerate(labellings)])

@@ -4,6 +4,7 @@ import subprocess
 import sys
 
 from conftest import assert_one_line_error, run_cli
+from test_compare import build_board
 from test_leaderboard_wide import add_run
 
 
@@ -34,6 +35,18 @@ def test_an_unwritable_plot_format_is_a_one_line_error(tmp_path):
     add_run(tmp_path / "leaderboard.csv", "A", "t1", 0, 0.5)
     assert_one_line_error(run_cli("leaderboard", "--out", tmp_path, "--plot", tmp_path / "x.notaformat"),
                           "cannot write the heatmap", "use a .png name")
+
+
+def test_the_leaderboard_command_imports_neither_torch_nor_scikit_learn(tmp_path):
+    """Issue 29: `leaderboard` took 3.5 s on 2 cores, 1.0 s of it importing scikit-learn (torch it never needed);
+    benchmarks/startup.py measures the wall time. Without a clock: neither module is loaded after the command."""
+    code = ("import sys; from evalsuite.cli import main; code = main(sys.argv[1:]); "
+            "print(code, [m for m in ('torch', 'sklearn') if m in sys.modules])")
+    out = tmp_path / "out"
+    build_board(out)
+    result = subprocess.run([sys.executable, "-c", code, "leaderboard", "--out", str(out)], capture_output=True,
+                            text=True, timeout=120)
+    assert result.stdout.splitlines()[-1] == "0 []", result.stdout + result.stderr
 
 
 def test_the_run_command_does_not_import_matplotlib():
