@@ -246,6 +246,7 @@ def _run_probe(recipe, card, split_data, device, seed: int, test_clusters=("tile
                 "intervals_95_unit": test_clusters[0] if clustered else probe.interval_unit,
                 "fit_s": time.perf_counter() - started}
     _fit(probe, card, split_data)
+    probe = _TestPredictions(probe, split_data["test"][0]) if hasattr(probe, "predict_proba") else probe
     kind = KINDS[card.kind]
     metrics = {split: kind.score(card, probe, features, labels) for split, (features, labels) in split_data.items()
                if not (split == "test" and kind.intervals)}
@@ -264,3 +265,21 @@ def _run_probe(recipe, card, split_data, device, seed: int, test_clusters=("tile
     return {**_recipe_fields(recipe), "seed": seed, "selected_params": probe.selected_params_,
             "metrics": metrics, "intervals_95": intervals, **unit, "fit_s": time.perf_counter() - started, **test_proba,
             **confusions}
+
+
+class _TestPredictions:
+    """A fitted probe whose test-split class probabilities are computed once: the run stores them and the scorer
+    reads them (they were predicted twice, the larger half of a kNN probe's test cost)."""
+
+    def __init__(self, probe, test_features):
+        self._probe, self._test, self._proba = probe, test_features, None
+
+    def __getattr__(self, name: str):
+        return getattr(self._probe, name)
+
+    def predict_proba(self, features):
+        if features is not self._test:
+            return self._probe.predict_proba(features)
+        if self._proba is None:
+            self._proba = self._probe.predict_proba(features)
+        return self._proba

@@ -95,3 +95,31 @@ def test_a_card_of_an_undeclared_kind_is_a_one_line_error(tmp_path, capsys):
     assert cli.main(["run", "--task", str(card)]) == 2
     expected = "field 'kind' must be one of classification, segmentation, slide, survival, regression, got 'tile_colour'"
     assert expected in capsys.readouterr().err
+
+
+class CountingCentroidProbe(CentroidProbe):
+    """A classification probe that counts the rows it is asked to predict, per call."""
+
+    calls: list = []
+
+    def predict_proba(self, features) -> np.ndarray:
+        CountingCentroidProbe.calls.append(len(features))
+        weights = np.exp(-self.distances(features))
+        return weights / weights.sum(1, keepdims=True)
+
+
+def test_each_split_is_predicted_once(tmp_path, monkeypatch):
+    """Issue 29: the test split's probabilities were predicted twice (once to store them, once to score them), the
+    larger half of a kNN probe's test cost at PCam size."""
+    monkeypatch.setitem(READERS, "colour", ColourReader)
+    monkeypatch.setitem(PROBES, "counting", CountingCentroidProbe)
+    monkeypatch.setattr(CountingCentroidProbe, "calls", [])
+    card, recipe = tmp_path / "colour.yaml", tmp_path / "counting.yaml"
+    card.write_text("name: colour\nkind: classification\nreader: {name: colour}\ndata_root: .\nclasses: [red, blue]\n"
+                    "splits: [train, val, test]\nselection_metric: balanced_accuracy\nprobes: [counting]\n")
+    recipe.write_text("name: counting\nprobe: counting\n")
+    out = tmp_path / "out"
+    assert cli.main(["run", "--task", str(card), "--probes", str(recipe), "--model", "test_vit", "--random-init",
+                     "--precision", "fp32", "--num-workers", "0", "--out", str(out)]) == 0
+    assert sorted(CountingCentroidProbe.calls) == sorted(SPLIT_SIZES.values())
+    assert len(leaderboard_rows(out)) > 0
