@@ -1,4 +1,4 @@
-"""Classification metrics, from scikit-learn, computed from class probabilities.
+"""Classification metrics computed from class probabilities, with numpy, equal to scikit-learn's.
 
 Balanced accuracy (mean per-class recall) is the headline for imbalanced tile tasks, as in
 eva and Patho-Bench; macro F1 (THUNDER, nanopath), accuracy and macro one-vs-rest AUROC
@@ -7,36 +7,41 @@ calibration.py, lower is better) are reported too, but are not in METRICS: the p
 hyperparameters by maximising a METRICS entry. A card with `ordinal: true` (classes listed in
 their order, e.g. PANDA's ISUP grades) also gets the quadratic weighted kappa (ordinal.py), with
 the same bootstrap interval; it is reported, not used for selection.
-scikit-learn is imported by the metric functions, not here: `leaderboard` and `report` read metrics and rank
-from weighted confusion matrices, and importing scikit-learn took 1.0 of its 1.2 s (benchmarks/startup.py).
+The functions are the bootstrap's (bootstrap.py: a confusion matrix, and rank sums with ties at their mean
+rank) at unit weights, equal to scikit-learn's balanced_accuracy_score, f1_score(average="macro",
+zero_division=0), accuracy_score and roc_auc_score (tests/metrics/test_classification_metrics.py). They
+were scikit-learn's calls: importing it took 1.0 s of every run and of `leaderboard`, and its input checks
+about 1 ms per call, which the probes' val selection and few-shot's 100 support sets per shot paid many times.
 """
 
 import numpy as np
 
-from evalsuite.metrics.bootstrap import bootstrap_intervals
+from evalsuite.metrics.bootstrap import _ClassRanks, _confusion_metrics, bootstrap_intervals
 from evalsuite.metrics.calibration import calibration_metrics
 from evalsuite.metrics.ordinal import ORDINAL_METRIC, quadratic_kappa
 
 
-def _balanced_accuracy(y_true, proba):
-    from sklearn.metrics import balanced_accuracy_score
+def _confusion(y_true, proba) -> np.ndarray:
+    y_true = np.asarray(y_true, dtype=np.int64)
+    classes = max(proba.shape[1], int(y_true.max()) + 1 if len(y_true) else 0)
+    pairs = y_true * classes + np.asarray(proba).argmax(axis=1)
+    return np.bincount(pairs, minlength=classes * classes).reshape(classes, classes).astype(np.float64)
 
-    return balanced_accuracy_score(y_true, proba.argmax(axis=1))
+
+def _balanced_accuracy(y_true, proba):
+    """Mean recall over the classes in y_true (scikit-learn's balanced_accuracy_score)."""
+    return _confusion_metrics(_confusion(y_true, proba))["balanced_accuracy"]
 
 
 def _f1_macro(y_true, proba):
     # scikit-learn's default labels: the classes in truth or prediction. A class absent from both
     # has no defined F1 and is left out, rather than counted as 0 (which would score a split
     # lacking a class below a perfect prediction).
-    from sklearn.metrics import f1_score
-
-    return f1_score(y_true, proba.argmax(axis=1), average="macro", zero_division=0)
+    return _confusion_metrics(_confusion(y_true, proba))["f1_macro"]
 
 
 def _accuracy(y_true, proba):
-    from sklearn.metrics import accuracy_score
-
-    return accuracy_score(y_true, proba.argmax(axis=1))
+    return _confusion_metrics(_confusion(y_true, proba))["accuracy"]
 
 
 def _auroc_macro_ovr(y_true, proba):
@@ -45,13 +50,10 @@ def _auroc_macro_ovr(y_true, proba):
     A split may lack a class entirely (small tasks); such a class has no defined AUROC and is
     left out of the mean instead of failing the run.
     """
-    from sklearn.metrics import roc_auc_score
-
-    per_class = []
-    for c in range(proba.shape[1]):
-        positives = y_true == c
-        if positives.any() and not positives.all():
-            per_class.append(roc_auc_score(positives, proba[:, c]))
+    y_true, proba = np.asarray(y_true), np.asarray(proba, dtype=np.float64)
+    ones = np.ones(len(y_true))
+    per_class = [_ClassRanks(y_true, proba[:, c], c).auroc(ones) for c in range(proba.shape[1])]
+    per_class = [value for value in per_class if not np.isnan(value)]
     return float(np.mean(per_class)) if per_class else float("nan")
 
 

@@ -1,6 +1,7 @@
 """The library versions and source revision a cache manifest and a run JSON record."""
 
 import functools
+import importlib.metadata
 import platform
 import subprocess
 from pathlib import Path
@@ -8,7 +9,6 @@ from pathlib import Path
 
 def library_versions() -> dict:
     import numpy
-    import sklearn
     import timm
     import torch
 
@@ -16,7 +16,15 @@ def library_versions() -> dict:
 
     return {"evalsuite": evalsuite.__version__, "evalsuite_git": _source_revision(Path(evalsuite.__file__).parent),
             "python": platform.python_version(), "platform": platform.platform(), "torch": torch.__version__,
-            "timm": timm.__version__, "numpy": numpy.__version__, "scikit-learn": sklearn.__version__}
+            "timm": timm.__version__, "numpy": numpy.__version__, "scikit-learn": _installed("scikit-learn")}
+
+
+def _installed(distribution: str) -> str | None:
+    """A package's installed version without importing it (importing scikit-learn takes a second)."""
+    try:
+        return importlib.metadata.version(distribution)
+    except importlib.metadata.PackageNotFoundError:
+        return None
 
 
 @functools.cache  # two git calls per cache manifest and run JSON otherwise; the code does not change mid-run
