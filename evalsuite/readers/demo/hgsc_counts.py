@@ -18,7 +18,8 @@ from PIL import Image
 
 from evalsuite.errors import EvalsuiteError
 from evalsuite.readers.base import Reader, TargetImages
-from evalsuite.readers.demo.hgsc_tiles import IMAGE_FILE, MASK_KEY, TYPE_MASK_FILE, read_image, read_type_mask, split_of
+from evalsuite.readers.demo.hgsc_tiles import (IMAGE_FILE, MASK_KEY, TYPE_MASK_FILE, check_block_tiling, read_image,
+                                              read_type_mask, split_of)
 from evalsuite.readers.masks.base import check_tiling, grid_tiles
 
 INSTANCE_MASK_FILE = "hgsc_nest_inst_mask.npz"
@@ -45,10 +46,7 @@ class HgscCountReader(Reader):
         if card.targets != TYPES:
             raise EvalsuiteError(f"task card {card.path}: field 'targets' must be {TYPES} (the type ids 1..3 of the "
                                  f"hgsc_nest type mask), got {card.targets}")
-        if tile_size_px > block_size_px or (block_size_px - tile_size_px) % stride_px:
-            raise EvalsuiteError(f"task card {card.path}: reader.args tiles of {tile_size_px} px with stride "
-                                 f"{stride_px} px must fill a {block_size_px} px block exactly "
-                                 "((block - tile) must be a multiple of the stride)")
+        check_block_tiling(card, tile_size_px, stride_px, block_size_px)
         self.card, self.tile_size_px = card, tile_size_px
         self.image = read_image(Path(data_root) / IMAGE_FILE)
         types = read_type_mask(Path(data_root) / TYPE_MASK_FILE, self.image.shape[:2], len(TYPES))

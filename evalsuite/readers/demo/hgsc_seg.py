@@ -17,7 +17,8 @@ from pathlib import Path
 import numpy as np
 
 from evalsuite.errors import EvalsuiteError
-from evalsuite.readers.demo.hgsc_tiles import IMAGE_FILE, TYPE_MASK_FILE, read_image, read_type_mask, split_of
+from evalsuite.readers.demo.hgsc_tiles import (IMAGE_FILE, TYPE_MASK_FILE, check_block_tiling, read_image,
+                                              read_type_mask, split_of)
 from evalsuite.readers.masks.base import CachedSource, SegmentationReader, check_tiling, grid_tiles
 
 CLASSES = ["background", "connective", "inflammatory", "neoplastic"]
@@ -43,10 +44,7 @@ class HgscSegReader(SegmentationReader):
         if card.classes != CLASSES:
             raise EvalsuiteError(f"task card {card.path}: field 'classes' must be {CLASSES} for the hgsc_nest "
                                  f"type mask (ids 0..3), got {card.classes}")
-        if tile_size_px > block_size_px or (block_size_px - tile_size_px) % stride_px:
-            raise EvalsuiteError(f"task card {card.path}: reader.args tiles of {tile_size_px} px with stride "
-                                 f"{stride_px} px must fill a {block_size_px} px block exactly "
-                                 f"((block - tile) must be a multiple of the stride)")
+        check_block_tiling(card, tile_size_px, stride_px, block_size_px)
         super().__init__(card, tile_size_px)
         image = read_image(Path(data_root) / IMAGE_FILE)
         mask = read_type_mask(Path(data_root) / TYPE_MASK_FILE, image.shape[:2], len(CLASSES) - 1)

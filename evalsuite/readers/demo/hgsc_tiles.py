@@ -34,6 +34,15 @@ def split_of(row_px: int, col_px: int, block_size_px: int) -> str:
     return SPLIT_OF_RESIDUE[residue]
 
 
+def check_block_tiling(card, tile_size_px: int, stride_px: int, block_size_px: int) -> None:
+    """Tiles of the demo crop's blocks (demo_seg, demo_counts) must fill a block exactly, so none crosses into
+    another block (and split)."""
+    if tile_size_px > block_size_px or (block_size_px - tile_size_px) % stride_px:
+        raise EvalsuiteError(f"task card {card.path}: reader.args tiles of {tile_size_px} px with stride "
+                             f"{stride_px} px must fill a {block_size_px} px block exactly "
+                             "((block - tile) must be a multiple of the stride)")
+
+
 class TileDataset(LabelledImages):
     def __init__(self, image: np.ndarray, origins: np.ndarray, labels: np.ndarray, tile_size_px: int, transform):
         super().__init__(labels, transform)
