@@ -29,8 +29,13 @@ class _ClassRanks:
     """Per class: test items grouped by tied score, in ascending score order (for AUROC)."""
 
     def __init__(self, y_true: np.ndarray, scores: np.ndarray, label: int):
-        order = np.argsort(scores, kind="stable")
-        _, self.group = np.unique(scores[order], return_inverse=True)
+        # Items of one tied score form one group whose counts are sums, so their order within it does not matter:
+        # the default (unstable) sort, and groups read off the sorted scores rather than sorted again by np.unique
+        # (few-shot builds these per class for each of its 500 support sets: benchmarks/scale.py).
+        order = np.argsort(scores)
+        ordered = scores[order]
+        self.group = np.concatenate([[0], np.cumsum(ordered[1:] != ordered[:-1])]) if len(order) else \
+            np.zeros(0, dtype=np.int64)
         self.order, self.positive = order, (y_true[order] == label)
         self.groups = self.group.max() + 1 if len(order) else 0
 

@@ -170,3 +170,23 @@ def test_demo_class_counts_in_the_card_and_the_readme_are_the_readers():
     for split in card.splits:
         row = re.search(rf"^\| {split} \|(.*)\|$", demo_section, re.M).group(1)
         assert [int(n) for n in row.split("|")] == [*counts[split].tolist(), int(counts[split].sum())], split
+
+
+def test_fewshot_similarities_equal_centring_and_normalising_each_query_per_set():
+    """The few-shot scores come from products with the support means and centroids (issue 29: the direct form built
+    a [sets, batch, D] tensor per batch); they equal centring each query on each set's mean and normalising it."""
+    import torch
+
+    from evalsuite.probes import FewShotProbe
+
+    rng = np.random.default_rng(5)
+    test_x = (rng.normal(size=(70, 24)) + 3.0).astype(np.float16)
+    means = torch.from_numpy(rng.normal(size=(6, 24)) + 3.0).float()
+    centroids = torch.nn.functional.normalize(torch.from_numpy(rng.normal(size=(6, 4, 24))).float(), dim=2)
+    centroids[2, 3] = 0  # a class absent from a support set: its centroid is zero and scores 0.5
+    queries = torch.from_numpy(test_x.astype(np.float32))
+    direct = torch.einsum("sbd,scd->sbc", torch.nn.functional.normalize(queries[None] - means[:, None], dim=2),
+                          centroids)
+    ours = FewShotProbe(4, batch_size=16)._similarities(test_x, means, centroids)
+    np.testing.assert_allclose(ours, ((direct + 1) / 2).numpy(), atol=2e-6)
+    assert np.all(ours[2, :, 3] == 0.5)
