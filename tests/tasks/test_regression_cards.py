@@ -70,3 +70,22 @@ def test_a_target_constant_on_train_is_refused_before_extraction(tmp_path, monke
     assert code == 2 and "\n" not in error, error
     assert "train split" in error and "CD3E" in error and "constant" in error
     assert not (out / "cache").exists() and not (out / "leaderboard.csv").exists()
+
+
+@pytest.mark.parametrize("broken", ["missing", "wrong_shape"])
+def test_a_missing_or_wrong_instance_mask_is_one_line_and_writes_nothing(tmp_path, broken):
+    import shutil
+
+    from evalsuite.tasks.resources import shipped_data_dir
+
+    data = tmp_path / "hgsc_nest"
+    shutil.copytree(shipped_data_dir() / "hgsc_nest", data)
+    mask = data / "hgsc_nest_inst_mask.npz"
+    if broken == "missing":
+        mask.unlink()
+    else:
+        np.savez(mask, nuc_raster=np.zeros((10, 10), dtype=np.int32))
+    out = tmp_path / "out"
+    result = run_cli("run", "--task", "demo_counts", "--data-root", data, "--out", out)
+    assert_one_line_error(result, str(mask))
+    assert not (out / "cache").exists() and not (out / "leaderboard.csv").exists()

@@ -54,7 +54,7 @@ class HestReader(Reader):
         if check_counts:
             self._check_counts(folds, samples)
         self.cv_folds, self.fold = len(self.fold_rows), 0  # the runner runs each fold (`use_fold`)
-        self._targets = {}
+        self._targets, self._patches = {}, {}
 
     def use_fold(self, fold: int) -> None:
         if not 0 <= fold < self.cv_folds:
@@ -68,12 +68,19 @@ class HestReader(Reader):
 
     def dataset(self, split: str, transform) -> SpotTiles:
         rows = self._rows(split)
-        patches = [PatchFile(row.patches_path) for row in rows]
+        patches = [self._patch(row) for row in rows]
         targets = [self._sample_targets(row, patch) for row, patch in zip(rows, patches)]
         return SpotTiles(patches, np.concatenate(targets), transform)
 
     def groups(self, split: str) -> list:
-        return [row.sample_id for row in self._rows(split) for _ in range(len(PatchFile(row.patches_path)))]
+        return [row.sample_id for row in self._rows(split) for _ in range(len(self._patch(row)))]
+
+    def _patch(self, row) -> PatchFile:
+        # One PatchFile per sample: a sample is in several folds and splits, and opening one checks and decodes
+        # all its barcodes. PatchFile reopens its h5 handle in a forked DataLoader worker.
+        if row.sample_id not in self._patches:
+            self._patches[row.sample_id] = PatchFile(row.patches_path)
+        return self._patches[row.sample_id]
 
     def _rows(self, split: str) -> list:
         self.check_split(split, self.card.splits)
