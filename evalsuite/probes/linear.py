@@ -17,6 +17,7 @@ from evalsuite.probes._validate import check_features_labels
 from evalsuite.probes.base import FittedProbe
 from evalsuite.probes.batches import BatchSource, iter_float32_batches
 from evalsuite.probes.linear_heads import LinearHeads
+from evalsuite.runtime.cpus import threads_for_steps
 from evalsuite.runtime.progress import Progress
 
 
@@ -62,10 +63,11 @@ class LinearProbe(FittedProbe):
             return f"best of {heads.num_heads} heads: val {val[2]} {max(self._val_scores(heads, *val)):.4f}"
 
         progress = Progress("linear", self.epochs)
-        for epoch in range(self.epochs):
-            for batch, target in source.epoch(epoch, batch_size, seed=self.seed):
-                heads.step(batch, target)
-            progress.update(epoch + 1, status)
+        with threads_for_steps(4.0 * batch_size * features.shape[1] * heads.num_heads * self.num_classes):
+            for epoch in range(self.epochs):
+                for batch, target in source.epoch(epoch, batch_size, seed=self.seed):
+                    heads.step(batch, target)
+                progress.update(epoch + 1, status)
         progress.close()
         return heads
 

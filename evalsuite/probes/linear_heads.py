@@ -36,8 +36,8 @@ class LinearHeads:
         bound = 1.0 / dim ** 0.5
         weight = torch.cat([torch.empty(num_classes, dim).uniform_(-bound, bound, generator=generator)
                             for _ in grid])
-        self.weight = weight.to(device).requires_grad_()
-        self.bias = torch.zeros(len(grid) * num_classes, device=device, requires_grad=True)
+        self.weight = weight.to(device)
+        self.bias = torch.zeros(len(grid) * num_classes, device=device)
         lr = torch.tensor([lr for lr, _ in grid]).repeat_interleave(num_classes).to(device)
         decay = torch.tensor([wd for _, wd in grid]).repeat_interleave(num_classes).to(device)
         # Per parameter: its lr and L2 coefficient shaped to broadcast over its rows (the bias is
@@ -52,18 +52,28 @@ class LinearHeads:
         """[batch, heads, classes]."""
         return F.linear(batch, self.weight, self.bias).view(len(batch), self.num_heads, self.num_classes)
 
+    @torch.no_grad()
     def step(self, batch: torch.Tensor, target: torch.Tensor) -> None:
-        """One Adam step of every head on one batch. No host sync: the loss stays on the device."""
-        per_head = self.logits(batch).transpose(1, 2)  # cross_entropy wants the classes second
-        # The mean over (sample, head) pairs is the mean of the per-head losses; times H, their sum.
-        loss = F.cross_entropy(per_head, target[:, None].expand(-1, self.num_heads),
-                               weight=self.class_weights) * self.num_heads
-        self.weight.grad = self.bias.grad = None
-        loss.backward()
+        """One Adam step of every head on one batch. No host sync, and no autograd: the gradient of the weighted
+        cross-entropy is written out, because at a batch of 64 the graph's bookkeeping cost more than the
+        arithmetic (benchmarks/probe_contention.py)."""
+        grad_logits = self._loss_gradient(self.logits(batch), target).view(len(batch), -1)
+        self.weight.grad = grad_logits.t() @ batch
+        self.bias.grad = grad_logits.new_ones(len(batch)) @ grad_logits  # a sum per column, in one order for all
         self.steps += 1
-        with torch.no_grad():
-            for state in self.adam_state:
-                self._adam(*state)
+        for state in self.adam_state:
+            self._adam(*state)
+
+    def _loss_gradient(self, logits: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
+        """d loss / d logits for loss = sum over heads of each head's cross-entropy, the mean over samples
+        weighted by their class's weight (F.cross_entropy's `weight`, reduction "mean"): w_i (p_ih - onehot_i)
+        / sum_i w_i."""
+        grad = torch.softmax(logits, dim=-1)
+        grad[torch.arange(len(target), device=grad.device), :, target] -= 1
+        if self.class_weights is None:
+            return grad.div_(len(target))
+        sample_weights = self.class_weights[target]
+        return grad.mul_((sample_weights / sample_weights.sum())[:, None, None])
 
     def head(self, index: int) -> torch.nn.Linear:
         """Head `index` as a plain nn.Linear (what the probe keeps after selection)."""

@@ -12,6 +12,10 @@ core to spare and the main process decodes (`default_num_workers`). Probes run o
 """
 
 import os
+from contextlib import contextmanager
+
+# A training step below this many FLOPs runs on one intra-op thread (threads_for_steps).
+SMALL_STEP_FLOPS = 256e6
 
 
 def usable_cpus() -> int:
@@ -61,6 +65,27 @@ def use_threads(requested: int = 0) -> int:
     if torch.get_num_threads() != threads:
         torch.set_num_threads(threads)
     return threads
+
+
+@contextmanager
+def threads_for_steps(step_flops: float):
+    """One intra-op thread inside the block when each training step does fewer than SMALL_STEP_FLOPS, else the
+    threads already set. Why: a small step is a few dozen tiny parallel ops, and each parallel op waits for every
+    thread; when another process holds one of the cores, that wait is a scheduler time slice per op, and the
+    linear probe's 64-row steps ran 10-20x slower (benchmarks/probe_contention.py, docs/compute.md). On one
+    thread they lose nothing when a core is taken, and little when it is free: 2 threads help only once the
+    step's GEMMs dominate (1.5x at 2,560 dimensions x 108 head outputs, 106 MFLOP a step)."""
+    import torch
+
+    before = torch.get_num_threads()
+    if step_flops >= SMALL_STEP_FLOPS or before == 1:
+        yield before
+        return
+    torch.set_num_threads(1)
+    try:
+        yield 1
+    finally:
+        torch.set_num_threads(before)
 
 
 def cpu_description() -> str:
