@@ -19,10 +19,12 @@ def test_startup_quick_compares_the_leaderboard_with_the_baseline_revision(tmp_p
     assert "machine: " in line
 
 
-def test_probe_contention_quick_prints_every_configuration_with_its_ratio(tmp_path):
+def test_probe_contention_quick_prints_both_sides_beside_every_competitor(tmp_path):
     result = run_benchmark("probe_contention.py", "--quick", tmp_path=tmp_path)
     assert result.returncode == 0, result.stdout + result.stderr
-    names = ["alone", "alone, 1 thread", "busy", "busy, 1 thread", "busy, OMP_WAIT_POLICY=PASSIVE"]
-    lines = result.stdout.splitlines()[1:]
-    assert [line[:32].strip() for line in lines] == names, result.stdout
-    assert all(re.search(rf"{FIGURE} +ratio to alone +\d+\.\d+", line) for line in lines), result.stdout
+    rows = [line.split() for line in result.stdout.splitlines() if re.match(r" *(baseline|this) +bach ", line)]
+    assert [(r[0], r[1], r[2]) for r in rows] == [(side, shape, beside) for shape in ("bach",)
+                                                  for beside in ("alone", "spinner", "torch")
+                                                  for side in ("baseline", "this")], result.stdout
+    assert all(re.fullmatch(r"\d+\.\d+", r[3]) and re.fullmatch(r"\d+\.\d+", r[4]) for r in rows), result.stdout
+    assert all(float(r[4]) == 1.0 for r in rows if r[2] == "alone"), result.stdout
