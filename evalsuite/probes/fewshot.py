@@ -19,6 +19,7 @@ from evalsuite.metrics.classification import compute_metrics
 from evalsuite.probes._validate import check_features_labels
 from evalsuite.probes.base import SplitScoringProbe
 from evalsuite.probes.batches import iter_float32_batches
+from evalsuite.runtime.cpus import threads_for_steps
 from evalsuite.runtime.progress import Progress
 
 # What `evaluate`'s intervals are, for the run JSON beside them (the bootstrap's are "patient", "tile", ...).
@@ -71,17 +72,17 @@ class FewShotProbe(SplitScoringProbe):
     @torch.no_grad()
     def _scores(self, train_x, train_y, supports, test_x) -> np.ndarray:
         """[support sets, test items, classes] cosine similarity to each set's class centroids."""
-        means, centroids = [], []
-        for indices in supports:
-            support = torch.from_numpy(np.asarray(train_x[indices])).to(self.device).float()
-            mean = support.mean(dim=0)
-            normed = torch.nn.functional.normalize(support - mean, dim=1)
-            labels = torch.from_numpy(train_y[indices]).to(self.device)
-            centroid = torch.zeros(self.num_classes, normed.shape[1], device=self.device).index_add_(0, labels, normed)
-            means.append(mean)
-            centroids.append(torch.nn.functional.normalize(centroid, dim=1))
-        means, centroids = torch.stack(means), torch.stack(centroids)  # [S, D], [S, C, D]
-        return self._similarities(test_x, means, centroids)
+        with threads_for_steps(0):  # hundreds of [k x classes, D] sets: each op too small to share between threads
+            means, centroids = zip(*(self._centroids(train_x[indices], train_y[indices]) for indices in supports))
+        return self._similarities(test_x, torch.stack(means), torch.stack(centroids))  # [S, D], [S, C, D]
+
+    def _centroids(self, rows, labels) -> tuple[torch.Tensor, torch.Tensor]:
+        """The support mean [D] and the normalised class centroids [C, D] of the centred, normalised rows."""
+        support = torch.from_numpy(np.asarray(rows)).to(self.device).float()
+        mean = support.mean(dim=0)
+        normed = torch.nn.functional.normalize(support - mean, dim=1)
+        one_hot = torch.nn.functional.one_hot(torch.from_numpy(labels).to(self.device), self.num_classes)
+        return mean, torch.nn.functional.normalize(one_hot.T.float() @ normed, dim=1)
 
     def _similarities(self, test_x, means: torch.Tensor, centroids: torch.Tensor) -> np.ndarray:
         """cos(q - m_s, c_sc) for every test item q, set s and class c, in [0, 1], as products of q with the means
