@@ -9,7 +9,8 @@ from evalsuite.metrics.regression import check_regression_targets
 def check_features_labels(features, labels, num_classes: int, what: str) -> np.ndarray:
     labels = np.asarray(labels)
     if getattr(features, "ndim", None) != 2:
-        raise EvalsuiteError(f"{what}: features must be 2-D [samples, dim], got shape {getattr(features, 'shape', None)}")
+        shape = getattr(features, "shape", None)
+        raise EvalsuiteError(f"{what}: features must be 2-D [samples, dim], got shape {shape}")
     if len(features) != len(labels):
         raise EvalsuiteError(f"{what}: {len(features)} feature rows but {len(labels)} labels")
     if len(labels) == 0:

@@ -23,7 +23,8 @@ from evalsuite.runtime.progress import Progress
 
 class LinearProbe(FittedProbe):
     def __init__(self, num_classes: int, lr=(1e-3,), weight_decay=(0.0,), epochs: int = 100, batch_size: int = 64,
-                 eval_batch_size: int = 1024, stream_read_rows: int | None = None, class_weight: str | None = "balanced", device: torch.device = torch.device("cpu"), seed: int = 0):
+                 eval_batch_size: int = 1024, stream_read_rows: int | None = None,
+                 class_weight: str | None = "balanced", device: torch.device = torch.device("cpu"), seed: int = 0):
         self.num_classes = num_classes
         self.grid = list(itertools.product(_as_list(lr), _as_list(weight_decay)))
         self.epochs = int(epochs)

@@ -1,0 +1,33 @@
+"""Smoke test for benchmarks/eva_side_by_side.py (kaiko-eva against `evalsuite run` on BACH) on a tiny set.
+
+eva is pointed at a path that does not exist, so the script must say it skips eva in one line and still measure
+the forward floor and the evalsuite run. Only the exit code and the shape of the table are checked; the seconds
+and accuracies are the benchmark's output to read, never something a test asserts.
+"""
+
+import re
+
+import pytest
+from conftest import run_benchmark
+
+pytestmark = pytest.mark.slow
+
+
+def test_eva_side_by_side_skips_a_missing_eva_and_still_times_evalsuite(tmp_path):
+    missing = tmp_path / "no-eva" / "bin" / "eva"
+    result = run_benchmark("eva_side_by_side.py", "--size", "64x48", "--per-class", "12", "--eva", missing,
+                           "--data", tmp_path / "bach", tmp_path=tmp_path, timeout=300)
+    assert result.returncode == 0, result.stdout + result.stderr
+    lines = result.stdout.splitlines()
+    assert lines[0].startswith("machine: ") and "torch " in lines[0], result.stdout
+    assert re.search(r"^host: \S+, \d+ cores, load [\d.]+ [\d.]+ [\d.]+$", result.stdout, re.M), result.stdout
+    skips = [line for line in lines if "skipping eva" in line]
+    assert skips == [f"eva_side_by_side: kaiko-eva is not installed (no executable at {missing}); skipping eva"]
+    header = next(i for i, line in enumerate(lines) if line.startswith("suite "))
+    assert lines[header].split() == ["suite", "wall_s", "x_floor", "eva/evalsuite", "test_bal_acc", "per_seed"]
+    rows = {line[:20].strip(): line[20:].split() for line in lines[header + 2:] if line.strip()}
+    assert set(rows) == {"floor (forward only)", "evalsuite (linear)", "evalsuite (knn)"}, result.stdout
+    floor_s, ours = rows["floor (forward only)"], rows["evalsuite (linear)"]
+    assert float(floor_s[0]) > 0 and float(ours[0]) > 0 and float(ours[1]) > 0, result.stdout
+    assert 0 <= float(ours[2]) <= 1 and len(ours) == 3 + 3, result.stdout  # wall, x_floor, mean and three seeds
+    assert (tmp_path / "bach" / "LICENSE").exists()  # the real H&E's licence travels with the made set
