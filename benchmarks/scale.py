@@ -186,11 +186,15 @@ def disk_rates(scratch: Path, largest: Path | None) -> tuple[float, float]:
 
 # --- the synthetic caches ---------------------------------------------------------------------------------------------
 
-def tiles_per_slide(size: dict, mode: str, free_bytes: int) -> tuple[int, int, str]:
-    """(low, high) tiles per slide, and a note when shrunk to fit the disk (and RAM in ram mode)."""
+def tiles_per_slide(size: dict, mode: str, free_bytes: int, cap: int | None = None) -> tuple[int, int, str]:
+    """(low, high) tiles per slide, and a note when shrunk to fit the disk (and RAM in ram mode) or `cap`."""
     low, high = size["tiles_per_slide"]
     if not size.get("fit_max"):
         return low, high, ""
+    if cap and cap < high:
+        capped_low = max(1, round(low * cap / high))
+        return capped_low, cap, (f"{capped_low}-{cap} tiles per slide: capped by --max-tiles-per-slide "
+                                 f"(real {low}-{high})")
     slides, row = sum(size["slides"].values()), size["dim"] * 2
 
     def mean_of(h):  # the mean count when slides hold uniformly between low/high * h and h tiles
@@ -548,6 +552,9 @@ def main(argv=None) -> int:
     parser.add_argument("--cache-mode", choices=("ram", "memmap"), default="memmap",
                         help="how the caches are opened (FeatureCache.open mode; default memmap)")
     parser.add_argument("--scratch", metavar="DIR", help="where the caches go (default: a temporary folder)")
+    parser.add_argument("--max-tiles-per-slide", type=int, metavar="N",
+                        help="slide presets: at most N tiles per slide (the low end scaled alike), for a shorter run; "
+                             "printed beside the table")
     parser.add_argument("--worker", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.worker:
@@ -577,7 +584,8 @@ def main(argv=None) -> int:
             print(f"{name}: none of the chosen stages applies; skipped")
             continue
         free = shutil.disk_usage(scratch_parent).free
-        low, high, slide_note = tiles_per_slide(size, args.cache_mode, free) if "slides" in size else (0, 0, "")
+        low, high, slide_note = (tiles_per_slide(size, args.cache_mode, free, args.max_tiles_per_slide)
+                                 if "slides" in size else (0, 0, ""))
         needed = cache_bytes_needed(size, low, high, set(chosen))
         print(f"{name}: caches need {needed / 1e9:.2f} GB on {scratch_parent} ({free / 1e9:.1f} GB free)"
               + (f"; {slide_note}" if slide_note else ""), flush=True)
