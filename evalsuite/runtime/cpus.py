@@ -75,17 +75,29 @@ def threads_for_steps(step_flops: float):
     linear probe's 64-row steps ran 10-20x slower (benchmarks/probe_contention.py, docs/compute.md). On one
     thread they lose nothing when a core is taken, and little when it is free: 2 threads help only once the
     step's GEMMs dominate (1.5x at 2,560 dimensions x 108 head outputs, 106 MFLOP a step)."""
+    if step_flops >= SMALL_STEP_FLOPS:
+        import torch
+
+        yield torch.get_num_threads()
+        return
+    with one_thread():
+        yield 1
+
+
+@contextmanager
+def one_thread():
+    """torch on one intra-op thread inside the block (per-image transforms, small steps: see threads_for_steps),
+    the previous setting restored after it."""
     import torch
 
     before = torch.get_num_threads()
-    if step_flops >= SMALL_STEP_FLOPS or before == 1:
-        yield before
-        return
-    torch.set_num_threads(1)
+    if before != 1:
+        torch.set_num_threads(1)
     try:
-        yield 1
+        yield
     finally:
-        torch.set_num_threads(before)
+        if before != 1:
+            torch.set_num_threads(before)
 
 
 def cpu_description() -> str:
