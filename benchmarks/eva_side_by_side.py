@@ -310,7 +310,7 @@ model = ModelFromRegistry(model_name=sys.argv[1], model_extra_kwargs={"checkpoin
 inputs, expected = torch.load(sys.argv[3])
 with torch.inference_mode():
     got = model(inputs)
-print(f"{tuple(got.shape)} {(got - expected).abs().max().item():.3g}")
+print(f"{(got - expected).abs().max().item():.3g}")
 """
 
 
@@ -321,8 +321,11 @@ def same_weights_line(eva: Path, backbone, sample, checkpoint: Path, scratch: Pa
     with torch.inference_mode():
         expected = backbone.model(sample)
     torch.save((sample, expected), scratch / "check.pt")
+    python = eva.parent / "python"  # eva's own interpreter, in the venv it was installed into
+    if not python.exists():
+        return f"weights check skipped: no {python} beside {eva}"
     env = {**os.environ, "HF_HUB_OFFLINE": "1"}
-    result = subprocess.run([str(eva.parent / "python"), "-c", CHECK_WEIGHTS, f"timm/{TIMM_ARCHITECTURE}",
+    result = subprocess.run([str(python), "-c", CHECK_WEIGHTS, f"timm/{TIMM_ARCHITECTURE}",
                              str(checkpoint), str(scratch / "check.pt")], env=env, capture_output=True, text=True)
     if result.returncode != 0:
         return f"weights check failed: {result.stderr.strip().splitlines()[-1:]}"
