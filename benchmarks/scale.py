@@ -42,14 +42,14 @@ memory rate (numpy copy of 256 MiB) and the disk read rate of a cache-sized file
 posix_fadvise DONTNEED, which the kernel honours for clean pages; the line says when it looks warm anyway) and warm.
 Each stage's floor is the largest of (they can overlap): its GEMM FLOPs at the GEMM rate (linear: 4 N D C heads per
 epoch, forward and weight gradient, and as a term of its own, ``step_gemm``, its steps' two thin GEMMs timed at their
-own shape on one thread, as the probe trains, which MKL runs far below the large-matmul rate; kNN and retrieval:
-2 queries x bank x D; few-shot: 2 shots x sets x test x C x D; ABMIL: 3 x 2 (D P + 2 P A) per sampled tile and
-epoch plus the val and test forwards; bootstrap and ranks: the per-draw confusion counts as one GEMM, 2 draws x items x C^2 per model); the bytes it reads from the cache (memmap:
-every distinct byte once at the cold rate, re-reads at the warm rate, the page cache being dropped before the stage;
-ram: every read at the memory rate); the bytes it must touch in memory (calibration: the probabilities; leaderboard:
-the CSV once) at the memory rate; plus the sorting AUROC needs after the scores exist (few-shot: one argsort of the
-test scores per class and support set, at the measured numpy argsort rate). The ``bound`` column names the largest
-term.
+own shape on one thread, as the probe trains, which MKL runs far below the large-matmul rate; kNN and retrieval: 2
+queries x bank x D; few-shot: 2 shots x sets x test x C x D; ABMIL: 3 x 2 (D P + 2 P A) per sampled tile and epoch
+plus the val and test forwards; bootstrap and ranks: the per-draw confusion counts as one GEMM, 2 draws x items x C^2
+per model); the bytes it reads from the cache (memmap: every distinct byte once at the cold rate, re-reads at the warm
+rate, the page cache being dropped before the stage; ram: every read at the memory rate); the bytes it must touch in
+memory (calibration: the probabilities; leaderboard: the CSV once) at the memory rate; plus the sorting AUROC needs
+after the scores exist (few-shot: one argsort of the test scores per class and support set, at the measured numpy
+argsort rate). The ``bound`` column names the largest term.
 
 How to read it
 --------------
