@@ -14,6 +14,8 @@ from evalsuite.probes.base import FittedProbe
 from evalsuite.probes.batches import iter_float32_batches
 from evalsuite.runtime.progress import Progress
 
+VOTE_ROWS = 4096  # queries voted at a time
+
 
 class KNNProbe(FittedProbe):
     def __init__(self, num_classes: int, k=(1, 3, 5, 10, 20, 30, 40, 50), batch_size: int = 1024,
@@ -43,13 +45,18 @@ class KNNProbe(FittedProbe):
 
     @torch.no_grad()
     def _neighbours(self, queries, k: int):
-        """Top-k similarities and bank indices for every query, as [Q, k] tensors on the device."""
-        all_sims, all_indices = [], []
-        query_order = np.arange(len(queries))
+        """Top-k similarities and bank indices for every query, as [Q, k] tensors on the device. Filled in place
+        (float32 and int32: 8 bytes a neighbour) rather than gathered per batch and concatenated, so the table is
+        held once: at PCam's 32,768 val queries x k 50 that was 40 MB more at the peak, and the fit's peak RSS grew
+        from CRC-100K's size to PCam's by 23 % (benchmarks/scale.py)."""
+        k = min(k, len(self.bank_))
+        top_sims = torch.empty((len(queries), k), device=self.device)
+        top_indices = torch.empty((len(queries), k), dtype=torch.int32, device=self.device)
         bank_order = np.arange(len(self.bank_))
         # Each query batch reads the whole bank: on a large split this loop is the kNN probe's minutes.
         progress = Progress("knn", -(-len(queries) // self.batch_size), unit="query batch")
-        for _, query in iter_float32_batches(queries, query_order, self.batch_size, self.device):
+        for number, (rows, query) in enumerate(
+                iter_float32_batches(queries, np.arange(len(queries)), self.batch_size, self.device), 1):
             query = torch.nn.functional.normalize(query, dim=1)
             best_sims = torch.full((len(query), 0), -2.0, device=self.device)
             best_indices = torch.empty((len(query), 0), dtype=torch.long, device=self.device)
@@ -60,18 +67,23 @@ class KNNProbe(FittedProbe):
                 merged_indices = torch.cat([best_indices, indices], dim=1)
                 top = merged_sims.topk(min(k, merged_sims.shape[1]), dim=1)
                 best_sims, best_indices = top.values, merged_indices.gather(1, top.indices)
-            all_sims.append(best_sims)
-            all_indices.append(best_indices)
-            progress.update(len(all_sims))
+            top_sims[rows[0] : rows[-1] + 1] = best_sims
+            top_indices[rows[0] : rows[-1] + 1] = best_indices.int()
+            progress.update(number)
         progress.close()
-        return torch.cat(all_sims), torch.cat(all_indices)
+        return top_sims, top_indices
 
     def _vote(self, sims: torch.Tensor, neighbours: torch.Tensor, k: int) -> np.ndarray:
-        labels = self.bank_labels_[neighbours[:, :k]]
-        counts = torch.zeros(len(labels), self.num_classes, device=self.device)
-        counts.scatter_add_(1, labels, torch.ones_like(sims[:, :k]))
-        summed_sims = torch.zeros_like(counts).scatter_add_(1, labels, sims[:, :k])
-        # Vote shares are the probabilities; a tiny similarity term only breaks count ties.
-        proba = counts / k + 1e-4 * summed_sims / k
-        proba = proba.clamp_min(0)
-        return (proba / proba.sum(dim=1, keepdim=True)).cpu().numpy()
+        """Class probabilities [Q, classes] from the first k neighbours, a block of queries at a time (the votes'
+        int64 labels and weights are [block, k], not [Q, k])."""
+        out = np.empty((len(sims), self.num_classes), dtype=np.float32)
+        for start in range(0, len(sims), VOTE_ROWS):
+            block = slice(start, start + VOTE_ROWS)
+            labels = self.bank_labels_[neighbours[block, :k].long()]
+            counts = torch.zeros(len(labels), self.num_classes, device=self.device)
+            counts.scatter_add_(1, labels, torch.ones_like(sims[block, :k]))
+            summed_sims = torch.zeros_like(counts).scatter_add_(1, labels, sims[block, :k])
+            # Vote shares are the probabilities; a tiny similarity term only breaks count ties.
+            proba = (counts / k + 1e-4 * summed_sims / k).clamp_min(0)
+            out[block] = (proba / proba.sum(dim=1, keepdim=True)).cpu().numpy()
+        return out

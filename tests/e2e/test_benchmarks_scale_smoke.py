@@ -1,7 +1,8 @@
 """Smoke tests for benchmarks/scale.py (every stage after extraction on synthetic caches, against its floor) at --quick.
 
-Only the exit code and the shape of the table are checked: one row per stage with numeric time, floor, ratio and
-peak RSS columns. The seconds and ratios are the benchmark's output to read, never something a test asserts.
+Only the exit code and the shape of the table are checked: one row per stage with numeric time, floor, ratio,
+peak RSS, GEMM rate and load columns. The seconds and ratios are the benchmark's output to read, never something a
+test asserts.
 """
 
 import re
@@ -32,11 +33,12 @@ def test_scale_quick(tmp_path):
                      re.M), result.stdout
     header = next(i for i, line in enumerate(lines) if line.startswith("stage "))
     assert lines[header].split()[:6] == ["stage", "size", "time_s", "floor_s", "ratio", "peak_rss_mib"], lines[header]
-    rows = [line.split(None, 7) for line in lines[header + 2:] if line.strip()]
+    assert lines[header].split()[6:9] == ["bound", "gflops", "load"], lines[header]
+    rows = [line.split(None, 9) for line in lines[header + 2:] if line.strip()]
     assert sorted(row[0] for row in rows) == sorted(STAGES), result.stdout
     for row in rows:
         assert row[1] == "quick", row
-        for cell in row[2:6]:
+        for cell in row[2:6] + row[7:9]:
             float(cell)  # numeric (a ValueError fails the test)
-        assert row[6] in ("gemm", "read", "mem"), row
+        assert row[6] in ("gemm", "read", "mem", "sort", "step_gemm"), row
     assert not [p for p in tmp_path.iterdir() if p.name.startswith("scale.")]  # the caches are removed

@@ -65,3 +65,17 @@ def test_label_out_of_range_is_a_clear_error():
     labels[0] = 5
     with pytest.raises(EvalsuiteError, match="label 5 is outside 0..2"):
         LinearProbe(3, epochs=1).fit(train, labels, train, labels % 3)
+
+
+def test_knn_votes_in_blocks_equal_one_vote_and_keep_a_compact_neighbour_table(monkeypatch):
+    import evalsuite.probes.knn as knn
+
+    rng = np.random.default_rng(4)
+    bank, queries = rng.normal(size=(300, 16)).astype(np.float16), rng.normal(size=(50, 16)).astype(np.float16)
+    labels, query_labels = np.arange(300) % 3, np.arange(50) % 3
+    probe = knn.KNNProbe(3, k=[1, 5, 20], batch_size=64).fit(bank, labels, queries, query_labels)
+    sims, neighbours = probe._neighbours(queries, 20)
+    assert neighbours.dtype == torch.int32 and sims.dtype == torch.float32 and tuple(sims.shape) == (50, 20)
+    whole = probe.predict_proba(queries)
+    monkeypatch.setattr(knn, "VOTE_ROWS", 7)
+    np.testing.assert_array_equal(probe.predict_proba(queries), whole)
