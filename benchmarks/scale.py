@@ -37,7 +37,8 @@ way when the machine lacks room (printed).
 
 How floors are computed
 -----------------------
-Measured once at start: GEMM GFLOP/s (float32 torch matmul [1024, 1536] x [1536, 1024], all torch threads), the
+Measured once at start: GEMM GFLOP/s (float32 torch matmul [1024, 1536] x [1536, 1024], all torch threads;
+measured again in each stage's process just before the stage, the ``gflops`` column, which its GEMM floor uses), the
 memory rate (numpy copy of 256 MiB) and the disk read rate of a cache-sized file, cold (page cache dropped with
 posix_fadvise DONTNEED, which the kernel honours for clean pages; the line says when it looks warm anyway) and warm.
 Each stage's floor is the largest of (they can overlap): its GEMM FLOPs at the GEMM rate (linear: 4 N D C heads per
@@ -54,10 +55,11 @@ argsort rate). The ``bound`` column names the largest term.
 How to read it
 --------------
 ``ratio`` = time / floor: near 1 the stage runs at what the machine allows; a large ratio is overhead to look at
-(Python per batch, small matmuls, re-reading the cache). The GEMM rate is that of a large matmul, so stages made
-of small matmuls (the linear probe's 64-row batches) cannot reach it: their floor is optimistic. Leaderboard and
-calibration floors are loose (one pass over bytes), so their ratios are large by construction. Seconds depend on
-the machine and its load: the host line (CPU capability, usable cores, load average) is printed beside the table.
+(Python per batch, small matmuls, re-reading the cache). The GEMM rate is that of a large matmul, which the linear
+probe's 64-row steps cannot reach: its ``step_gemm`` term is their floor. Leaderboard and calibration floors are
+loose (one pass over bytes), so their ratios are large by construction. Seconds depend on the machine and its load:
+the host line (CPU capability, usable cores, load average) is printed beside the table, and each row has the GEMM
+rate measured just before it and the 1-minute load average just after it.
 
 Run: ``python benchmarks/scale.py --quick`` (every stage at a tiny size; about a minute on 2 cores), or
 ``--sizes crc100k,pcam --cache-mode memmap --scratch /big/disk`` (PCam's caches are 1.0 GB; its linear fit alone
@@ -513,6 +515,7 @@ def worker(job: dict) -> dict:
 
     torch.manual_seed(0)
     stage, name = Stage(job), job["stage"]
+    stage.out["gflops"] = gemm_gflops()  # the rate under the load this stage runs in: its GEMM floor's
     if name == "leaderboard":
         run_leaderboard(stage)
     elif name == "open":
@@ -540,7 +543,7 @@ def run_stage(job: dict) -> dict:
 def floor_of(result: dict, rates: dict, mode: str) -> tuple[float, str]:
     """The largest of the terms that can overlap (GEMM, cache reads, memory touched), plus the sorting, which runs
     on one core after the scores exist; the bound names the largest term."""
-    terms = {"gemm": result["flops"] / (rates["gflops"] * 1e9),
+    terms = {"gemm": result["flops"] / (result.get("gflops", rates["gflops"]) * 1e9),
              "mem": result["mem_bytes"] / rates["memory"],
              "step_gemm": result.get("step_gemm_s", 0.0)}
     if mode == "memmap":
@@ -645,11 +648,12 @@ def main(argv=None) -> int:
                 floor, bound = floor_of(result, rates, args.cache_mode)
                 rows.append([stage, name, f"{result['seconds']:.2f}", f"{floor:.3g}",
                              f"{result['seconds'] / max(floor, 1e-9):.1f}", f"{result['peak_mib']:.0f}", bound,
-                             result["note"]])
+                             f"{result['gflops']:.0f}", f"{os.getloadavg()[0]:.1f}", result["note"]])
                 print(f"  {stage}: {result['seconds']:.2f} s ({host_tag()})", file=sys.stderr, flush=True)
                 leaderboard_done = leaderboard_done or stage == "leaderboard"
     print(f"cache mode {args.cache_mode}; {host_tag()}")
-    print(format_table(["stage", "size", "time_s", "floor_s", "ratio", "peak_rss_mib", "bound", "note"], rows,
+    print(format_table(["stage", "size", "time_s", "floor_s", "ratio", "peak_rss_mib", "bound", "gflops", "load",
+                        "note"], rows,
                        left=2))
     return 0
 
