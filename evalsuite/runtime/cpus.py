@@ -8,7 +8,8 @@ Extraction: each DataLoader worker decodes with one thread (torch sets that in w
 main process runs the forward with `--threads` intra-op threads, by default its share of the usable CPUs,
 because decoding is light next to the forward and a worker mostly waits
 (benchmarks/demo_wall_time.py measures the choices). With 2 or fewer CPUs and no GPU there is no
-core to spare and the main process decodes (`default_num_workers`). Probes run on the same threads.
+core to spare and the main process decodes (`default_num_workers`). Probes run on the same threads, except
+work too small to share between threads (threads_for_steps, one_thread).
 """
 
 import os
