@@ -57,15 +57,37 @@ class GatedAttentionMIL(nn.Module):
         return self.classifier(torch.bmm(weights.unsqueeze(1), projected).squeeze(1))
 
 
-def padded_batch(bags, indices, tiles_of_bag, read, device: torch.device):
+def padded_batch(bags, indices, tiles_of_bag, read, device: torch.device, staging=None):
     """(float32 tiles [b, longest, D] zero-padded, bool mask [b, longest]) of the bags `indices`; `read(index)` gives
-    a bag's float16 rows, upcast as they are copied in, so at most one bag is ever float16 outside the batch."""
+    a bag's float16 rows, upcast as they are copied in, so at most one bag is ever float16 outside the batch.
+    `staging` (a StagingBuffer) lends the batch its memory instead of a fresh zeroed tensor."""
     longest = int(max(tiles_of_bag))
-    tiles = torch.zeros(len(indices), longest, bags.dim, device=device)
+    if staging is None:
+        tiles = torch.zeros(len(indices), longest, bags.dim, device=device)
+    else:
+        tiles = staging.take(len(indices), longest, bags.dim)
     for row, index in enumerate(indices):
         tiles[row, : tiles_of_bag[row]] = torch.from_numpy(read(index)).to(device)
+        if staging is not None:
+            tiles[row, tiles_of_bag[row] :] = 0
     mask = torch.arange(longest, device=device)[None, :] < torch.as_tensor(tiles_of_bag, device=device)[:, None]
     return tiles, mask
+
+
+class StagingBuffer:
+    """One float32 allocation reused by every padded batch of a fit. A fresh [32, 1,000, D] tensor per step was
+    allocated, faulted in and zeroed anew (196 MB at D 1536): 14 % of a Camelyon16-sized fit's time in a profile.
+    A step's graph is freed before the next batch is written, so reusing the memory is safe."""
+
+    def __init__(self, device: torch.device):
+        self.device, self.storage = device, None
+
+    def take(self, rows: int, longest: int, dim: int) -> torch.Tensor:
+        needed = rows * longest * dim
+        if self.storage is None or self.storage.numel() < needed:
+            self.storage = None  # the smaller one is freed before the larger one is allocated
+            self.storage = torch.empty(needed, device=self.device)
+        return self.storage[:needed].view(rows, longest, dim)
 
 
 def sampled_rows(bags, index: int, max_tiles: int, generator: torch.Generator) -> np.ndarray:
@@ -135,7 +157,12 @@ class ABMILProbe(FittedProbe):
             torch.manual_seed(self.seed)
             outputs = 1 if self.survival_ else self.num_classes
             self.model_ = GatedAttentionMIL(bags.dim, outputs, **self.network_params).to(self.device)
-            best_epoch, best_score, best_loss, epochs_run = self._train(bags, targets, val_bags, val_targets, score)
+            self._staging = StagingBuffer(self.device)
+            try:
+                best_epoch, best_score, best_loss, epochs_run = self._train(bags, targets, val_bags, val_targets,
+                                                                            score)
+            finally:
+                del self._staging  # a fitted probe keeps no batch memory
         # "epoch": how many epochs the kept weights had trained, 1 for the first.
         self.selected_params_ = {"epoch": best_epoch + 1, "val_" + selection_metric: best_score,
                                  "val_loss": None if np.isnan(best_loss) else best_loss, "epochs_trained": epochs_run}
@@ -204,7 +231,7 @@ class ABMILProbe(FittedProbe):
     def _train_step(self, bags, indices, tile_counts, loss_of, optimizer, tile_generator) -> None:
         # One step per call: its padded batch and graph are freed on return, before the next batch is built (in
         # the loop body they stayed alive while the next one was padded: two batches at the peak).
-        tiles, mask = padded_batch(bags, indices, tile_counts[indices], device=self.device,
+        tiles, mask = padded_batch(bags, indices, tile_counts[indices], device=self.device, staging=self._staging,
                                    read=lambda i: sampled_rows(bags, i, self.max_tiles_train, tile_generator))
         loss = loss_of(self.model_(tiles, mask), torch.from_numpy(indices).to(self.device))
         if loss is None:
@@ -243,5 +270,6 @@ class ABMILProbe(FittedProbe):
         return out
 
     def _group_outputs(self, bags, group, counts) -> np.ndarray:
-        tiles, mask = padded_batch(bags, group, counts[group], read=bags.bag, device=self.device)
+        tiles, mask = padded_batch(bags, group, counts[group], read=bags.bag, device=self.device,
+                                   staging=getattr(self, "_staging", None))
         return self.model_(tiles, mask).float().cpu().numpy()  # the padded group is freed on return
