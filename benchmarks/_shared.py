@@ -1,4 +1,5 @@
-"""What the benchmark scripts share: the machine line every result starts with, and their text tables.
+"""What the benchmark scripts share: the machine line every result starts with, the host tag beside each figure,
+and their text tables.
 
 Imported as `_shared` (the scripts run as `python benchmarks/NAME.py`, so this folder is on sys.path).
 """
@@ -13,6 +14,18 @@ def machine_line(device=None) -> str:
     if device is not None and device.type == "cuda":
         return f"machine: {torch.cuda.get_device_name(device)}, torch {torch.__version__}"
     return f"machine: {cpu_description()}, {torch.get_num_threads()} threads, torch {torch.__version__}"
+
+
+def host_tag() -> str:
+    """What a speed figure depends on, taken when the figure is: CPU capability, usable cores, load average."""
+    import os
+
+    import torch
+
+    from evalsuite.runtime.cpus import usable_cpus
+
+    load = " ".join(f"{value:.1f}" for value in os.getloadavg())
+    return f"host: {torch.backends.cpu.get_cpu_capability()}, {usable_cpus()} cores, load {load}"
 
 
 def format_table(header: list, rows: list, left: int = 0) -> str:

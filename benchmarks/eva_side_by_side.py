@@ -54,7 +54,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from _shared import format_table, machine_line
+from _shared import format_table, host_tag, machine_line
 
 REPO = Path(__file__).resolve().parents[1]
 MODEL = "efficientnet_lite0_imagenet"
@@ -81,15 +81,6 @@ RECIPES = {
 }
 STAIN_JITTER = 0.05  # per image and channel, +-: blurs the class tint a little
 CROP_WIDTH_PX = (700, 1100)  # of the 1500 px source, before the resize to the photo size
-
-
-def host_line() -> str:
-    import torch
-
-    from evalsuite.runtime.cpus import usable_cpus
-
-    load = " ".join(f"{x:.2f}" for x in os.getloadavg())
-    return f"host: {torch.backends.cpu.get_cpu_capability()}, {usable_cpus()} cores, load {load}"
 
 
 # ---------------------------------------------------------------- the data set
@@ -391,7 +382,7 @@ def main() -> int:
     args = _arguments()
     size = parse_size(args.size)
     print(machine_line())
-    print(host_line())
+    print(host_tag())
     default_data = Path(tempfile.gettempdir()) / f"evalsuite_eva_bach_{size[0]}x{size[1]}_{args.per_class}"
     data = make_bach_set(Path(args.data or default_data), size, args.per_class)
     wanted = {args.only} if args.only else {"floor", "evalsuite", "eva"}
@@ -405,7 +396,7 @@ def main() -> int:
             ours = run_evalsuite(data, scratch, args.per_class < IMAGES_PER_CLASS)
             print("\n".join(breakdown_lines(ours["wall_s"], ours["run"])))
         theirs = _eva_part(eva, backbone, data, scratch) if eva else None
-        print(host_line())
+        print(host_tag())
         print(table(floor_s, ours, theirs))
     return 0
 

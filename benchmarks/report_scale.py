@@ -51,7 +51,7 @@ import time
 from pathlib import Path
 
 import numpy as np
-from _shared import machine_line
+from _shared import host_tag, machine_line
 
 TIME_TARGET_S = 10.0
 SIZE_TARGET_MB = 5.0
@@ -61,16 +61,6 @@ SPLITS = ("train", "val", "test")
 CLUSTER_ITEMS = 10  # items per patient on the clustered tasks
 FULL = {"models": 30, "tasks": 20, "seeds": 5, "items": 500, "classes": 4}
 QUICK = {"models": 3, "tasks": 2, "seeds": 2, "items": 200, "classes": 4}
-
-
-def host_tag() -> str:
-    """What a speed figure depends on, taken when the figure is: CPU capability, usable cores, load average."""
-    import torch
-
-    from evalsuite.runtime.cpus import usable_cpus
-
-    load = " ".join(f"{value:.1f}" for value in os.getloadavg())
-    return f"host: {torch.backends.cpu.get_cpu_capability()}, {usable_cpus()} cores, load {load}"
 
 
 # --- the metrics of a probability matrix (definitions of evalsuite.metrics.classification) -------------------------

@@ -82,7 +82,7 @@ import time
 from pathlib import Path
 
 import numpy as np
-from _shared import format_table, machine_line, read_status
+from _shared import format_table, host_tag, machine_line, read_status
 
 SPLITS = ("train", "val", "test")
 TILE_STAGES = ("open", "linear", "knn", "fewshot", "retrieval")
@@ -103,15 +103,6 @@ SIZES = {
     "camelyon16": {"slides": {"train": 216, "val": 54, "test": 129}, "tiles_per_slide": (1000, 8000), "dim": 1536,
                    "slide_classes": 2, "fit_max": True},
 }
-
-
-def host_tag() -> str:
-    import torch
-
-    from evalsuite.runtime.cpus import usable_cpus
-
-    load = " ".join(f"{value:.1f}" for value in os.getloadavg())
-    return f"host: {torch.backends.cpu.get_cpu_capability()}, {usable_cpus()} cores, load {load}"
 
 
 # --- the machine's rates ----------------------------------------------------------------------------------------------

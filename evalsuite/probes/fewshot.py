@@ -19,7 +19,7 @@ from evalsuite.metrics.classification import compute_metrics
 from evalsuite.probes._validate import check_features_labels
 from evalsuite.probes.base import SplitScoringProbe
 from evalsuite.probes.batches import iter_float32_batches
-from evalsuite.runtime.cpus import threads_for_steps
+from evalsuite.runtime.cpus import one_thread
 from evalsuite.runtime.progress import Progress
 
 # What `evaluate`'s intervals are, for the run JSON beside them (the bootstrap's are "patient", "tile", ...).
@@ -72,7 +72,7 @@ class FewShotProbe(SplitScoringProbe):
     @torch.no_grad()
     def _scores(self, train_x, train_y, supports, test_x) -> np.ndarray:
         """[support sets, test items, classes] cosine similarity to each set's class centroids."""
-        with threads_for_steps(0):  # hundreds of [k x classes, D] sets: each op too small to share between threads
+        with one_thread():  # hundreds of [k x classes, D] sets: each op too small to share between threads
             means, centroids = zip(*(self._centroids(train_x[indices], train_y[indices]) for indices in supports))
         return self._similarities(test_x, torch.stack(means), torch.stack(centroids))  # [S, D], [S, C, D]
 
