@@ -26,7 +26,8 @@ def add_task_model_args(parser) -> None:
     parser.add_argument("--no-count-check", action="store_true",
                      help="do not compare split sizes with the dataset's official counts (for subsets)")
     parser.add_argument("--device", default="auto", help="auto, cpu, cuda or cuda:N (default auto)")
-    parser.add_argument("--batch-size", type=int, default=64, help="extraction batch size (default 64)")
+    parser.add_argument("--batch-size", type=int, default=None,
+                        help="extraction batch size (default 64 on a GPU, 16 on the CPU)")
     parser.add_argument("--num-workers", type=int, default=None,
                         help="DataLoader workers for extraction (default min(4, CPUs - 1); 0 when the forward runs "
                              "on a CPU with 2 or fewer CPUs per process, where a worker would slow the forward more "
@@ -79,7 +80,8 @@ def run_config(args, **extra):
 
     The arguments are checked before the runner (torch, timm, scikit-learn: seconds of imports)
     is loaded, so a mistyped flag is answered at once."""
-    if args.batch_size < 1 or (args.num_workers is not None and args.num_workers < 0) or args.threads < 0 or (args.chunk_rows is not None and args.chunk_rows < 1):
+    at_least_one = (args.batch_size, args.chunk_rows)
+    if any(v is not None and v < 1 for v in at_least_one) or (args.num_workers or 0) < 0 or args.threads < 0:
         raise EvalsuiteError("--batch-size and --chunk-rows must be >= 1, --num-workers and --threads >= 0")
     if args.pooling is not None:
         check_token_rule(args.pooling, "--pooling")

@@ -20,7 +20,7 @@ import torch
 
 from evalsuite.errors import EXIT_PREEMPTED, EvalsuiteError
 from evalsuite.features.cache import CACHE_DTYPE
-from evalsuite.runtime.cpus import one_thread
+from evalsuite.features.prefetch import PrefetchedBatches
 from evalsuite.runtime.devices import loader_kwargs
 from evalsuite.runtime.precision import autocast_context
 from evalsuite.runtime.progress import Progress
@@ -65,11 +65,15 @@ def _workers_ignore_stop_signals(_worker_id: int) -> None:
 
 @contextlib.contextmanager
 def batches_of(loader):
-    """The loader's batches; its worker processes are ended however the loop is left (error, signal, return)."""
+    """The loader's batches; its worker processes, or the thread decoding ahead where it has none
+    (features/prefetch.py), are ended however the loop is left (error, signal, return)."""
     batches = iter(loader)
+    ahead = PrefetchedBatches(batches) if loader.num_workers == 0 else None
     try:
-        yield batches
+        yield ahead or batches
     finally:
+        if ahead is not None:
+            ahead.close()
         _end_workers(batches)
 
 
@@ -114,9 +118,6 @@ def extract_to_cache(backbone, dataset, writer, device: torch.device, *, batch_s
     # A dataset may hand out raw pixels and convert whole batches here (readers.slides.base.SlideTiles: uint8 tiles);
     # a dataset without prepare_batch gives model inputs already.
     prepare_batch = getattr(dataset, "prepare_batch", None) or (lambda images: images)
-    # Without workers the images are decoded and transformed here, between forwards: one image's tensor ops are too
-    # small to share between threads, and beside a busy core they waited for it (runtime/cpus.py threads_for_steps).
-    in_process = loader.num_workers == 0
     chunk_rows = max(stop - start for _, start, stop in pending)
     buffer = np.empty((chunk_rows, *writer.row_shape), dtype=CACHE_DTYPE)
     forwarded = 0
@@ -127,8 +128,7 @@ def extract_to_cache(backbone, dataset, writer, device: torch.device, *, batch_s
         for index, start, stop_row in pending:
             filled = 0
             while filled < stop_row - start:
-                with one_thread() if in_process else contextlib.nullcontext():
-                    images, _ = next(batches)
+                images, _ = next(batches)
                 images = prepare_batch(images.to(device, non_blocking=True))
                 wanted = len(images)
                 images = _padded(images, batch_size) if pad_to_batch else images

@@ -2,6 +2,7 @@
 every branch runs on a CPU-only machine), how explicit choices and registry pins win, and where the
 precision used is recorded."""
 
+import json
 import warnings
 
 import pytest
@@ -155,3 +156,22 @@ def test_workers_default_to_none_where_they_would_take_the_forwards_cores(monkey
     assert cpus.default_num_workers(device_type) == workers
     assert RunConfig(task="demo").for_device(device_type).num_workers == workers
     assert RunConfig(task="demo", num_workers=2).for_device(device_type).num_workers == 2  # asked for: kept
+
+
+@pytest.mark.parametrize("device_type, batch_size", [("cpu", 16), ("cuda", 64)])
+def test_extraction_batch_defaults_to_16_on_the_cpu_and_64_on_a_gpu(device_type, batch_size):
+    from evalsuite.config import RunConfig
+
+    assert RunConfig(task="demo").for_device(device_type).batch_size == batch_size
+    assert RunConfig(task="demo", batch_size=128).for_device(device_type).batch_size == 128  # asked for: kept
+
+
+def test_a_cpu_run_records_the_batch_size_it_extracted_with(tmp_path):
+    out = tmp_path / "out"
+    result = run_cli("run", "--task", "demo", "--model", "test_vit", "--random-init", "--probes", "knn",
+                     "--num-workers", "0", "--device", "cpu", "--out", out, timeout=300)
+    assert result.returncode == 0, result.stderr
+    run = json.loads(next((out / "runs").glob("*.json")).read_text())
+    assert run["config"]["batch_size"] == 16
+    result = run_cli("run", "--task", "demo", "--batch-size", "0", "--out", tmp_path / "bad", timeout=120)
+    assert result.returncode != 0 and "--batch-size and --chunk-rows must be >= 1" in result.stderr

@@ -206,7 +206,7 @@ def _split_transform(transform, tile_size_px: int):
 
 
 def _is_no_op_resize(step, tile_size_px: int) -> bool:
-    if type(step) is not T.Resize:
+    if not isinstance(step, T.Resize):
         return False
     size = [step.size] if isinstance(step.size, int) else list(step.size)
     return size in ([tile_size_px], [tile_size_px, tile_size_px])
