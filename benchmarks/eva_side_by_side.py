@@ -179,19 +179,26 @@ def decoded_inputs(data: Path, limit: int | None = None):
     return torch.stack(tensors)
 
 
-def forward_floor_s(backbone, inputs) -> float:
-    """Seconds of the backbone's forward alone over `inputs`, batches of FLOOR_BATCH, after one warm-up batch."""
+def forward_floor_s(backbone, inputs, batch_size: int = FLOOR_BATCH) -> float:
+    """Seconds of the backbone's forward alone over `inputs` in batches of `batch_size`, after one warm-up batch."""
     import torch
 
     # A copy: the checkpoint for eva and the weights check use the module as evalsuite builds it.
     model = copy.deepcopy(backbone.model).to(memory_format=torch.channels_last)
-    batches = [batch.contiguous(memory_format=torch.channels_last) for batch in inputs.split(FLOOR_BATCH)]
+    batches = [batch.contiguous(memory_format=torch.channels_last) for batch in inputs.split(batch_size)]
     with torch.inference_mode():
         model(batches[0])  # first-call allocations and kernel selection are not the steady forward
         started = time.perf_counter()
         for batch in batches:
             model(batch)
         return time.perf_counter() - started
+
+
+def floors_s(backbone, inputs) -> dict:
+    """{batch size: forward seconds} at eva's batch (the floor) and at evalsuite's own CPU batch."""
+    from evalsuite.config import default_batch_size
+
+    return {size: forward_floor_s(backbone, inputs, size) for size in sorted({FLOOR_BATCH, default_batch_size("cpu")})}
 
 
 # ---------------------------------------------------------------- evalsuite
@@ -353,11 +360,12 @@ def _eva_accuracy(logs: Path) -> list:
 
 # ---------------------------------------------------------------- the table
 
-def table(floor_s, ours, theirs) -> str:
+def table(floors: dict, ours, theirs) -> str:
+    """The floor is the forward at eva's batch (FLOOR_BATCH); the forward at evalsuite's own CPU batch beside it."""
     header = ["suite", "wall_s", "x_floor", "eva/evalsuite", "test_bal_acc", "per_seed"]
-    rows = []
-    if floor_s is not None:
-        rows.append(["floor (forward only)", f"{floor_s:.1f}", "1.00", "", "", ""])
+    floor_s = floors.get(FLOOR_BATCH)
+    rows = [[f"floor (forward only, batch {size})" if size == FLOOR_BATCH else f"forward only, batch {size}",
+             f"{seconds:.1f}", f"{seconds / floor_s:.2f}", "", "", ""] for size, seconds in floors.items()]
     for name, result, accuracies in (("evalsuite (linear)", ours, ours and ours["accuracy"].get("linear")),
                                      ("eva (linear head)", theirs, theirs and theirs["accuracy"])):
         if result is None:
@@ -390,14 +398,14 @@ def main() -> int:
     with _scratch(args.scratch) as scratch:
         scratch = Path(scratch)
         backbone = build_model() if "floor" in wanted or eva else None
-        floor_s = forward_floor_s(backbone, decoded_inputs(data)) if "floor" in wanted else None
+        floors = floors_s(backbone, decoded_inputs(data)) if "floor" in wanted else {}
         ours = None
         if "evalsuite" in wanted:
             ours = run_evalsuite(data, scratch, args.per_class < IMAGES_PER_CLASS)
             print("\n".join(breakdown_lines(ours["wall_s"], ours["run"])))
         theirs = _eva_part(eva, backbone, data, scratch) if eva else None
         print(host_tag())
-        print(table(floor_s, ours, theirs))
+        print(table(floors, ours, theirs))
     return 0
 
 

@@ -25,9 +25,15 @@ def test_eva_side_by_side_skips_a_missing_eva_and_still_times_evalsuite(tmp_path
     assert skips == [f"eva_side_by_side: kaiko-eva is not installed (no executable at {missing}); skipping eva"]
     header = next(i for i, line in enumerate(lines) if line.startswith("suite "))
     assert lines[header].split() == ["suite", "wall_s", "x_floor", "eva/evalsuite", "test_bal_acc", "per_seed"]
-    rows = {line[:20].strip(): line[20:].split() for line in lines[header + 2:] if line.strip()}
-    assert set(rows) == {"floor (forward only)", "evalsuite (linear)", "evalsuite (knn)"}, result.stdout
-    floor_s, ours = rows["floor (forward only)"], rows["evalsuite (linear)"]
-    assert float(floor_s[0]) > 0 and float(ours[0]) > 0 and float(ours[1]) > 0, result.stdout
+    body = [line.strip() for line in lines[header + 2:] if line.strip()]
+    rows = {}
+    for line in body:  # the label may hold single spaces; columns are two or more apart
+        label = re.split(r"\s{2,}", line)[0]
+        rows[label] = line[len(label):].split()
+    assert set(rows) == {"floor (forward only, batch 32)", "forward only, batch 16", "evalsuite (linear)",
+                         "evalsuite (knn)"}, result.stdout
+    floor_s, ours = rows["floor (forward only, batch 32)"], rows["evalsuite (linear)"]
+    assert float(floor_s[0]) > 0 and floor_s[1] == "1.00" and float(rows["forward only, batch 16"][1]) > 0
+    assert float(ours[0]) > 0 and float(ours[1]) > 0, result.stdout
     assert 0 <= float(ours[2]) <= 1 and len(ours) == 3 + 3, result.stdout  # wall, x_floor, mean and three seeds
     assert (tmp_path / "bach" / "LICENSE").exists()  # the real H&E's licence travels with the made set
