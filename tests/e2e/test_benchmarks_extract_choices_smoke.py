@@ -1,0 +1,39 @@
+"""Smoke tests for benchmarks/forward_batch.py and benchmarks/resize_gap.py at tiny settings.
+
+The table's shape is checked, and for resize_gap the one fact that is not a timing: an image shrunk less than
+2 x the reducing gap gets exactly torchvision's pixels and features. Seconds are the benchmarks' output to read.
+"""
+
+import pytest
+from conftest import run_benchmark
+
+pytestmark = pytest.mark.slow
+
+
+def _table(stdout: str, first: str) -> list:
+    lines = stdout.splitlines()
+    header = next(i for i, line in enumerate(lines) if line.startswith(first))
+    return [lines[header].split()] + [line.split() for line in lines[header + 2:] if line.strip()]
+
+
+def test_forward_batch_prints_every_batch_size_for_both_backbones(tmp_path):
+    result = run_benchmark("forward_batch.py", "--tiles", 8, tmp_path=tmp_path, timeout=300)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert result.stdout.startswith("machine: ") and "host: " in result.stdout
+    header, *rows = _table(result.stdout, "backbone ")
+    assert header == ["backbone", "batch", "ms_per_tile", "x64"]
+    by_model = {}
+    for row in rows:
+        by_model.setdefault(row[0], []).append(int(row[-3]))
+        assert float(row[-2]) > 0
+    assert set(by_model) == {"efficientnet_lite0_imagenet", "vit_small_patch16_224"}, result.stdout
+    assert all(sizes == [8, 16, 32, 64] for sizes in by_model.values()), result.stdout
+
+
+def test_resize_gap_leaves_small_shrinks_exact(tmp_path):
+    result = run_benchmark("resize_gap.py", "--sides", "448,1536", "--regions", 2, tmp_path=tmp_path, timeout=300)
+    assert result.returncode == 0, result.stdout + result.stderr
+    header, small, large = _table(result.stdout, "side_px ")
+    assert header == ["side_px", "ms_exact", "ms_gap", "speed-up", "pixels", "mean|max", "cos_min", "feat_rel"]
+    assert small[0] == "448" and small[4:] == ["0.000|0", "1.000000", "0.00e+00"], result.stdout
+    assert large[0] == "1536" and large[4] != "0.000|0" and 0.99 < float(large[5]) < 1, result.stdout
