@@ -17,7 +17,7 @@ opened caches included: ``ram`` mode holds the splits in RAM) is its own; the ti
 - ``knn``: ``KNNProbe(**load_recipe("knn").params).fit`` (val neighbours, k sweep) and ``predict_proba(test)``;
 - ``fewshot``: ``FewShotProbe(**load_recipe("fewshot").params).evaluate(split_data, "test")``;
 - ``retrieval``: ``RetrievalProbe(**load_recipe("retrieval").params).evaluate(split_data, "test")``;
-- ``bootstrap``: ``evalsuite.metrics.bootstrap.bootstrap_intervals`` of the test labels and a probability matrix;
+- ``bootstrap``: ``evalsuite.metrics.intervals.bootstrap_intervals`` of the test labels and a probability matrix;
 - ``calibration``: ``evalsuite.metrics.calibration.calibration_metrics`` of the same;
 - ``ranks``: what ``evaluate --compare`` and the rank intervals do (evalsuite/reporting/compare.py): one
   ``ItemScorer`` per model (``RANK_MODELS`` models, balanced accuracy), ``per_draw_scores`` (1000 draws),
@@ -440,7 +440,7 @@ def run_metric(stage: Stage, name: str) -> None:
               enumerate(np.linspace(1.0, 3.0, RANK_MODELS))]
     started = time.perf_counter()
     if name == "bootstrap":
-        from evalsuite.metrics.bootstrap import bootstrap_intervals
+        from evalsuite.metrics.intervals import bootstrap_intervals
         bootstrap_intervals(test_y, probas[0], draws=DRAWS)
         out["flops"] = 2.0 * DRAWS * items * classes**2
     elif name == "calibration":

@@ -1,4 +1,4 @@
-"""Bootstrap confidence intervals for test metrics: resample test clusters with replacement.
+"""The bootstrap of test metrics: resample test clusters with replacement (draws), and score one draw.
 
 1000 draws, seeded, percentile interval (2.5 %, 97.5 %), as THUNDER and Patho-Bench report.
 A cluster is what the reader knows to be one independent unit (a patient, a slide); a draw
@@ -13,6 +13,8 @@ scikit-learn a thousand times; `weighted_metrics` with all weights 1 equals metr
 A draw that lacks a class still scores (balanced accuracy over present classes, AUROC over
 classes with positives and negatives). The calibration errors (calibration.py) are weighted
 bincounts over each item's precomputed confidence bin, correctness, Brier and NLL terms.
+The intervals are intervals.py's: it scores a block of these draws at once (draw_scores.py); `weighted_metrics`
+scores one draw, the reference the blocked scores are tested against.
 """
 
 import numpy as np
@@ -123,24 +125,3 @@ def cluster_index(groups, items: int) -> tuple[np.ndarray, int]:
         raise ValueError(f"{len(groups)} cluster ids for {items} test items")
     _, of_item = np.unique(np.asarray(groups), return_inverse=True)
     return of_item.reshape(-1), int(of_item.max()) + 1 if items else 0
-
-
-def bootstrap_intervals(y_true: np.ndarray, proba: np.ndarray, draws: int = BOOTSTRAP_DRAWS, seed: int = 0,
-                        confidence: float = CONFIDENCE, groups=None, ordinal: bool = False) -> dict:
-    """{metric: (low, high)} of the percentile bootstrap interval over resampled test clusters.
-
-    `groups`: one cluster id per test item (e.g. its patient), or None for one cluster per item; `ordinal`: also
-    the quadratic weighted kappa."""
-    y_true = np.asarray(y_true, dtype=np.int64)
-    items, classes = proba.shape
-    predicted = proba.argmax(axis=1)
-    ranks = [_ClassRanks(y_true, proba[:, c], c) for c in range(classes)]
-    calibration = CalibrationItems(y_true, proba)
-    if cluster_index(groups, items)[1] < 2:
-        names = weighted_metrics(y_true, predicted, ranks, np.ones(items), classes, calibration, ordinal)
-        return {name: (np.nan, np.nan) for name in names}
-    values = [weighted_metrics(y_true, predicted, ranks, weights, classes, calibration, ordinal)
-              for weights in draw_weights(groups, items, draws, seed)]
-    tail = (1 - confidence) / 2 * 100
-    return {name: (float(np.nanpercentile([v[name] for v in values], tail)),
-                   float(np.nanpercentile([v[name] for v in values], 100 - tail))) for name in values[0]}

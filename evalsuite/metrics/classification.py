@@ -16,7 +16,8 @@ about 1 ms per call, which the probes' val selection and few-shot's 100 support 
 
 import numpy as np
 
-from evalsuite.metrics.bootstrap import _ClassRanks, _confusion_metrics, bootstrap_intervals
+from evalsuite.metrics.bootstrap import _ClassRanks, _confusion_metrics
+from evalsuite.metrics.intervals import bootstrap_intervals
 from evalsuite.metrics.calibration import calibration_metrics
 from evalsuite.metrics.ordinal import ORDINAL_METRIC, quadratic_kappa
 

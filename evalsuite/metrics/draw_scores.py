@@ -18,9 +18,9 @@ from evalsuite.metrics.bootstrap import draw_weights
 BLOCK_BYTES = 32 * 1024**2  # one block of draws as float64 [draws, items] takes at most this
 
 
-def draw_blocks(groups, items: int, draws: int, seed: int):
-    """`draw_weights`' draws stacked into float64 blocks [<= block, items]."""
-    block = max(1, min(draws, BLOCK_BYTES // max(1, 8 * items)))
+def draw_blocks(groups, items: int, draws: int, seed: int, block_bytes: int | None = None):
+    """`draw_weights`' draws stacked into float64 blocks [<= block, items] of at most `block_bytes` (BLOCK_BYTES)."""
+    block = max(1, min(draws, (block_bytes or BLOCK_BYTES) // max(1, 8 * items)))
     buffer = []
     for weights in draw_weights(groups, items, draws, seed):
         buffer.append(weights)

@@ -7,10 +7,11 @@ import pytest
 from sklearn.metrics import brier_score_loss, log_loss
 
 from evalsuite.errors import EvalsuiteError
-from evalsuite.metrics.bootstrap import _ClassRanks, bootstrap_intervals, weighted_metrics
+from evalsuite.metrics.bootstrap import _ClassRanks, weighted_metrics
 from evalsuite.metrics.calibration import (CALIBRATION_METRICS, LOWER_IS_BETTER, N_BINS, PROBABILITY_FLOOR,
                                            CalibrationItems, bin_edges, calibration_metrics, confidence_bin, ece)
 from evalsuite.metrics.classification import compute_metrics
+from evalsuite.metrics.intervals import bootstrap_intervals
 from evalsuite.reporting.reliability import save_reliability_diagram
 
 NAMES = ("ece", "mce", "brier", "nll")

@@ -11,8 +11,8 @@ from conftest import leaderboard_rows, run_cli
 from sklearn.metrics import cohen_kappa_score
 
 from evalsuite.errors import EvalsuiteError
-from evalsuite.metrics.bootstrap import bootstrap_intervals
 from evalsuite.metrics.classification import classification_split_metrics
+from evalsuite.metrics.intervals import bootstrap_intervals
 from evalsuite.metrics.significance import has_item_form, higher_is_better, paired_bootstrap
 from evalsuite.tasks.cards import load_card
 from evalsuite.tasks.resources import cards_dir

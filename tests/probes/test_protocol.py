@@ -8,9 +8,10 @@ import pandas as pd
 import pytest
 from conftest import assert_one_line_error, library_warnings, noisy_class_split, run_cli
 
-from evalsuite.metrics.bootstrap import _ClassRanks, bootstrap_intervals, weighted_metrics
+from evalsuite.metrics.bootstrap import _ClassRanks, weighted_metrics
 from evalsuite.metrics.calibration import CalibrationItems
 from evalsuite.metrics.classification import compute_metrics
+from evalsuite.metrics.intervals import bootstrap_intervals
 
 
 @pytest.mark.parametrize("labels_present", [(0, 1, 2), (0, 1)])

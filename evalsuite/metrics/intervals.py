@@ -1,0 +1,85 @@
+"""Percentile bootstrap intervals of one probe's test metrics, a block of draws at a time.
+
+The draws are `bootstrap.draw_weights`' (1000, seeded, clusters resampled with replacement: bootstrap.py says why),
+and each metric is `bootstrap.weighted_metrics`' for the same draw, but computed for a block of draws [draws, items]
+with a few array operations (draw_scores.py) instead of one Python call per draw: the weighted confusion matrices
+of the block are one sparse product, AUROC's weighted positives and negatives per tied score another, the
+calibration errors weighted sums per confidence bin. A run scores every probe and seed this way, so a 3-seed,
+2-probe run no longer spends most of its scoring time in 6,000 per-draw calls.
+"""
+
+import numpy as np
+
+from evalsuite.metrics.bootstrap import BOOTSTRAP_DRAWS, CONFIDENCE, cluster_index
+from evalsuite.metrics.calibration import CalibrationItems
+from evalsuite.metrics.draw_scores import AurocScores, CategorySums, confusion_scores, draw_blocks, macro_mean
+from evalsuite.metrics.ordinal import ORDINAL_METRIC, kappa_from_confusion
+
+# A block of draws as float64 [draws, items]: AUROC's sums per tied score take a few times this again, so a run's
+# scoring stays within tens of MiB at PCam's 32,768 test tiles (the report's larger blocks score many models at once).
+BLOCK_BYTES = 4 * 1024**2
+
+
+class DrawMetrics:
+    """Every interval metric of one probability matrix, for each row of item weights [draws, items]."""
+
+    def __init__(self, y_true: np.ndarray, proba: np.ndarray, ordinal: bool = False):
+        items, self.classes = proba.shape
+        self.ordinal = ordinal
+        predicted = proba.argmax(axis=1)
+        self.pairs = CategorySums([y_true * self.classes + predicted], self.classes ** 2)
+        self.aurocs = [AurocScores(y_true, proba[:, c], c) for c in range(self.classes)]
+        calibration = CalibrationItems(y_true, proba)
+        self.bins = calibration.n_bins
+        self.bin_sums = [CategorySums([calibration.bin], self.bins, values)
+                         for values in (None, calibration.correct, calibration.confidence)]
+        self.item_terms = np.stack([calibration.brier, calibration.nll], axis=1)  # [items, 2]
+
+    def scores(self, weights: np.ndarray) -> dict:
+        """{metric: float64 [draws]}, the metrics `weighted_metrics` gives one draw."""
+        confusion = self.pairs.sums(weights).reshape(-1, self.classes, self.classes)
+        found = confusion_scores(confusion)
+        if self.ordinal:
+            found[ORDINAL_METRIC] = np.array([kappa_from_confusion(matrix) for matrix in confusion])
+        found["auroc_macro_ovr"] = macro_mean(np.stack([a.scores(weights) for a in self.aurocs], axis=1))
+        found.update(self._calibration(weights))
+        return found
+
+    def _calibration(self, weights: np.ndarray) -> dict:
+        """ece, mce, brier and nll per draw, as CalibrationItems.metrics (nan for a draw of total weight 0)."""
+        count, correct, confidence = (sums.sums(weights)[:, 0] for sums in self.bin_sums)
+        total = weights.sum(axis=1)
+        filled = count > 0
+        with np.errstate(invalid="ignore", divide="ignore"):
+            gap = np.where(filled, np.abs(correct - confidence) / np.where(filled, count, 1), 0.0)
+            ece = (count / total[:, None] * gap).sum(axis=1)
+            mce = np.where(filled, gap, -np.inf).max(axis=1)
+            brier, nll = (weights @ self.item_terms / total[:, None]).T
+        empty = total <= 0
+        return {name: np.where(empty, np.nan, values)
+                for name, values in zip(("ece", "mce", "brier", "nll"), (ece, mce, brier, nll))}
+
+
+def bootstrap_intervals(y_true: np.ndarray, proba: np.ndarray, draws: int = BOOTSTRAP_DRAWS, seed: int = 0,
+                        confidence: float = CONFIDENCE, groups=None, ordinal: bool = False) -> dict:
+    """{metric: (low, high)} of the percentile bootstrap interval over resampled test clusters.
+
+    `groups`: one cluster id per test item (e.g. its patient), or None for one cluster per item; `ordinal`: also
+    the quadratic weighted kappa. With fewer than two clusters every interval is (nan, nan)."""
+    y_true = np.asarray(y_true, dtype=np.int64)
+    items = proba.shape[0]
+    metrics = DrawMetrics(y_true, np.asarray(proba, dtype=np.float64), ordinal)
+    if cluster_index(groups, items)[1] < 2:
+        return {name: (np.nan, np.nan) for name in metrics.scores(np.ones((1, items)))}
+    found = {}
+    for weights in draw_blocks(groups, items, draws, seed, BLOCK_BYTES):
+        for name, values in metrics.scores(weights).items():
+            found.setdefault(name, []).append(values)
+    tail = (1 - confidence) / 2 * 100
+    return {name: _percentiles(np.concatenate(parts), tail) for name, parts in found.items()}
+
+
+def _percentiles(values: np.ndarray, tail: float) -> tuple:
+    if np.isnan(values).all():
+        return (np.nan, np.nan)
+    return (float(np.nanpercentile(values, tail)), float(np.nanpercentile(values, 100 - tail)))
