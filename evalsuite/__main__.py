@@ -1,3 +1,3 @@
-from evalsuite.cli import main
+from evalsuite.cli import entry_point
 
-raise SystemExit(main())
+entry_point()
