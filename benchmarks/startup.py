@@ -33,7 +33,9 @@ from _shared import machine_line
 
 REPO = Path(__file__).resolve().parents[1]
 BASELINE = "dc20aea"  # main before the report's draw scores and the lazy scikit-learn import (2026-11-25)
-CLI = "import sys; sys.path.insert(0, sys.argv[1]); from evalsuite.cli import main; sys.exit(main(sys.argv[2:]))"
+# Each side's own `python -m evalsuite` (its __main__.py, so its own way of exiting), from its own source tree.
+CLI = ("import runpy, sys; sys.path.insert(0, sys.argv[1]); sys.argv = ['evalsuite', *sys.argv[2:]]; "
+       "runpy.run_module('evalsuite', run_name='__main__', alter_sys=True)")
 
 
 def checkout(revision: str, folder: Path) -> Path:
