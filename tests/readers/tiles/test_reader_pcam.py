@@ -14,7 +14,7 @@ from conftest import assert_one_line_error, make_pcam, make_pcam_meta, pcam_name
 from torchvision import transforms as T
 
 from evalsuite.errors import EvalsuiteError
-from evalsuite.metrics.bootstrap import bootstrap_intervals
+from evalsuite.metrics.intervals import bootstrap_intervals
 from evalsuite.readers.tiles import pcam
 from evalsuite.readers.tiles.pcam import PcamReader
 from evalsuite.reporting.predictions import load_predictions
