@@ -46,6 +46,6 @@ class RunConfig:
 
 def default_batch_size(device_type: str) -> int:
     """64 images on a GPU; 16 on the CPU, where a smaller batch keeps a layer's activations in the cores' caches:
-    16 extracted 1.3-1.6x faster a tile than 64 on 2 AVX-512 cores, and a partial batch pads fewer images
+    16 extracted 1.25-1.75x faster a tile than 64 on 2 AVX-512 cores, and a partial batch pads fewer images
     (benchmarks/forward_batch.py, docs/compute.md)."""
     return 64 if device_type == "cuda" else 16

@@ -70,7 +70,7 @@ def batches_of(loader):
     batches = iter(loader)
     ahead = PrefetchedBatches(batches) if loader.num_workers == 0 else None
     try:
-        yield ahead or batches
+        yield batches if ahead is None else ahead
     finally:
         if ahead is not None:
             ahead.close()
