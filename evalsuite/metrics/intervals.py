@@ -16,8 +16,8 @@ from evalsuite.metrics.calibration import CalibrationItems
 from evalsuite.metrics.draw_scores import CategorySums, confusion_scores, draw_blocks, macro_mean
 from evalsuite.metrics.ordinal import ORDINAL_METRIC, kappa_from_confusion
 
-# A block of draws as float64 [draws, items]: AUROC's sums per tied score take a few times this again, so a run's
-# scoring stays within tens of MiB at PCam's 32,768 test tiles (the report's larger blocks score many models at once).
+# A block of draws as float64 [draws, items]: with the sparse sums of its confusion matrices and calibration bins a
+# run's scoring stays within tens of MiB at PCam's 32,768 test tiles (the report's larger blocks score many models).
 BLOCK_BYTES = 4 * 1024**2
 
 
@@ -25,14 +25,13 @@ class DrawMetrics:
     """Every interval metric of one probability matrix, for each row of item weights [draws, items]."""
 
     def __init__(self, y_true: np.ndarray, proba: np.ndarray, ordinal: bool = False):
-        items, self.classes = proba.shape
+        self.classes = proba.shape[1]
         self.ordinal = ordinal
         predicted = proba.argmax(axis=1)
         self.pairs = CategorySums([y_true * self.classes + predicted], self.classes ** 2)
         self.ranks = [_ClassRanks(y_true, proba[:, c], c) for c in range(self.classes)]
         calibration = CalibrationItems(y_true, proba)
-        self.bins = calibration.n_bins
-        self.bin_sums = [CategorySums([calibration.bin], self.bins, values)
+        self.bin_sums = [CategorySums([calibration.bin], calibration.n_bins, values)
                          for values in (None, calibration.correct, calibration.confidence)]
         self.item_terms = np.stack([calibration.brier, calibration.nll], axis=1)  # [items, 2]
 
