@@ -20,7 +20,7 @@ import torch
 
 from evalsuite.errors import EXIT_PREEMPTED, EvalsuiteError
 from evalsuite.features.cache import CACHE_DTYPE
-from evalsuite.features.prefetch import PrefetchedBatches
+from evalsuite.runtime.allocator import reuse_freed_memory
 from evalsuite.runtime.devices import loader_kwargs
 from evalsuite.runtime.precision import autocast_context
 from evalsuite.runtime.progress import Progress
@@ -65,15 +65,12 @@ def _workers_ignore_stop_signals(_worker_id: int) -> None:
 
 @contextlib.contextmanager
 def batches_of(loader):
-    """The loader's batches; its worker processes, or the thread decoding ahead where it has none
-    (features/prefetch.py), are ended however the loop is left (error, signal, return)."""
+    """The loader's batches; its worker processes are ended however the loop is left (error, signal, return).
+    Without workers the main process decodes each batch on threads before its forward (readers/batch_decoding.py)."""
     batches = iter(loader)
-    ahead = PrefetchedBatches(batches) if loader.num_workers == 0 else None
     try:
-        yield batches if ahead is None else ahead
+        yield batches
     finally:
-        if ahead is not None:
-            ahead.close()
         _end_workers(batches)
 
 
@@ -115,7 +112,7 @@ def extract_to_cache(backbone, dataset, writer, device: torch.device, *, batch_s
     loader = torch.utils.data.DataLoader(dataset, batch_sampler=chunk_aligned_batches(pending, batch_size),
                                          worker_init_fn=_workers_ignore_stop_signals,
                                          **loader_kwargs(device, num_workers))
-    # A dataset may hand out raw pixels and convert whole batches here (readers.slides.base.SlideTiles: uint8 tiles);
+    # A dataset may hand out raw pixels and convert whole batches here (readers/batch_decoding.py: uint8 images);
     # a dataset without prepare_batch gives model inputs already.
     prepare_batch = getattr(dataset, "prepare_batch", None) or (lambda images: images)
     chunk_rows = max(stop - start for _, start, stop in pending)
@@ -123,8 +120,10 @@ def extract_to_cache(backbone, dataset, writer, device: torch.device, *, batch_s
     forwarded = 0
     done_before = len(dataset) - sum(b - a for _, a, b in pending)
     # A bar on a terminal; plain lines at each tenth in a Slurm log or a pipe (runtime/progress.py).
-    with batches_of(loader) as batches, stop_after_chunk_on_signals() as stop, torch.inference_mode(), \
-            Progress(description, len(dataset), unit="img", initial=done_before, enabled=show_progress) as progress:
+    # Freed activations are kept for the next batch (runtime/allocator.py); entered before workers fork.
+    with reuse_freed_memory(), batches_of(loader) as batches, stop_after_chunk_on_signals() as stop, \
+            torch.inference_mode(), Progress(description, len(dataset), unit="img", initial=done_before,
+                                             enabled=show_progress) as progress:
         for index, start, stop_row in pending:
             filled = 0
             while filled < stop_row - start:

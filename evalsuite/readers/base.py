@@ -14,6 +14,7 @@ import numpy as np
 import torch
 
 from evalsuite.errors import EvalsuiteError
+from evalsuite.readers.batch_decoding import BatchDecoding
 
 
 class Reader:
@@ -44,37 +45,40 @@ class Reader:
             raise EvalsuiteError(f"task '{self.card.name}' has no split '{split}'; it has {', '.join(map(str, known))}")
 
 
-class LabelledImages(torch.utils.data.Dataset):
+class LabelledImages(BatchDecoding, torch.utils.data.Dataset):
     """A classification dataset: items `(transform(PIL image), class id)`; `labels` (int64) is known without
-    decoding any image. A subclass gives `image(index)`."""
+    decoding any image. A subclass gives `image(index)`. Batches are decoded as readers/batch_decoding.py says."""
 
     def __init__(self, labels, transform):
         self.labels = np.asarray(labels, dtype=np.int64)
         self.transform = transform
+        self.init_batch_decoding(transform)
 
     def __len__(self) -> int:
         return len(self.labels)
 
-    def __getitem__(self, index: int):
-        return self.transform(self.image(index)), int(self.labels[index])
+    def label(self, index: int) -> int:
+        return int(self.labels[index])
 
     def image(self, index: int):
         raise NotImplementedError
 
 
-class TargetImages(torch.utils.data.Dataset):
+class TargetImages(BatchDecoding, torch.utils.data.Dataset):
     """A regression dataset: items `(transform(PIL image), float32 target vector)`; `labels` (float64 [N, T], the
-    cached targets) is known without decoding any image. A subclass gives `image(index)`."""
+    cached targets) is known without decoding any image. A subclass gives `image(index)`. Batches are decoded as
+    readers/batch_decoding.py says."""
 
     def __init__(self, targets, transform):
         self.labels = np.asarray(targets, dtype=np.float64).reshape(len(targets), -1)
         self.transform = transform
+        self.init_batch_decoding(transform)
 
     def __len__(self) -> int:
         return len(self.labels)
 
-    def __getitem__(self, index: int):
-        return self.transform(self.image(index)), self.labels[index].astype(np.float32)
+    def label(self, index: int) -> np.ndarray:
+        return self.labels[index].astype(np.float32)
 
     def image(self, index: int):
         raise NotImplementedError

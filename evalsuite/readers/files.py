@@ -114,6 +114,9 @@ def open_rgb(path: Path, max_pixels=Image.MAX_IMAGE_PIXELS, preprocess=None,
 def _decode_rgb(path: Path, remedy: str) -> Image.Image:
     try:
         with Image.open(path) as image:
+            if image.mode == "RGB":
+                image.load()
+                return image
             return image.convert("RGB")
     except FileNotFoundError:
         raise EvalsuiteError(f"missing image {path}; the file list changed since the task was read") from None

@@ -10,18 +10,16 @@ listed in the layout's `skipped` (and so in the run JSON).
 """
 
 import dataclasses
-import os
 import zlib
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
 import torch
-from torchvision import transforms as T
 
 from evalsuite.errors import EvalsuiteError
 from evalsuite.readers.base import Reader
+from evalsuite.readers.batch_decoding import BatchDecoding
 from evalsuite.readers.slides.patients import check_patient_targets, first_slides, patient_numbers
 from evalsuite.readers.slides.slide_manifest import SlideRecord
 from evalsuite.readers.slides.tissue import read_tile_at, tile_grid
@@ -125,91 +123,27 @@ def tile_slides(records: list, tiling: dict, skip_bad: bool, num_workers: int, d
                        int(tiling["tile_size_px"]), skipped)
 
 
-class SlideTiles(torch.utils.data.Dataset):
-    """Every tile of a layout in row order: items (transform(tile), slide number); `labels` = slide number.
-
-    The DataLoader fetches whole batches through `__getitems__`. With a model transform as models/transforms.py
-    builds it (PIL steps, ToTensor, Normalize) a batch's items are the tiles as uint8 [H, W, 3] after the PIL steps
-    (none when the model takes the tile's size), and `prepare_batch` turns the collated batch into what the
-    transform gives, float [B, 3, H, W], bit for bit (the same float32 ops in the same order), in channels-last
-    memory. Why: a worker then ships a quarter of the bytes, and the conversion runs once per batch on the main
-    process's threads instead of per tile on one thread; it was a third of the reading time on 2 cores
-    (benchmarks/slide_extract.py). `prepare_batch` leaves any other batch (float items, other transforms) alone."""
+class SlideTiles(BatchDecoding, torch.utils.data.Dataset):
+    """Every tile of a layout in row order: items (transform(tile), slide number); `labels` = slide number. Batches
+    are read on threads and converted once per batch (readers/batch_decoding.py): it was a third of the reading
+    time on 2 cores (benchmarks/slide_extract.py). OpenSlide reads without the GIL (ctypes)."""
 
     def __init__(self, layout: SlideLayout, transform):
         self.layout, self.transform = layout, transform
         self.labels = layout.slide_of_tile()
-        self._pil_steps, self._normalise = _split_transform(transform, layout.tile_size_px)
+        self.init_batch_decoding(transform, layout.tile_size_px)
 
     def __len__(self) -> int:
         return self.layout.tiles
 
-    def __getitem__(self, index: int):
-        return self.transform(self._read(index)), int(self.labels[index])
+    def label(self, index: int) -> int:
+        return int(self.labels[index])
 
-    def __getitems__(self, indices: list) -> list:
-        """A batch's items. In the main process, i.e. with no workers, the tiles are read on as many threads as
-        torch's intra-op threads: the forward is not running meanwhile, and OpenSlide reads without the GIL
-        (ctypes), so the cores that would wait do the reading. A worker reads on one thread: its siblings and the
-        forward use the other cores."""
-        threads = 1 if torch.utils.data.get_worker_info() is not None else min(torch.get_num_threads(), len(indices))
-        item = self.__getitem__ if self._normalise is None else self._pixels
-        if threads <= 1:
-            return [item(index) for index in indices]
-        return list(_reading_pool(threads).map(item, indices))
-
-    def prepare_batch(self, images: torch.Tensor) -> torch.Tensor:
-        """A collated batch of `__getitems__` -> the model's input, on the batch's device (a GPU converts uint8)."""
-        if self._normalise is None or images.dtype != torch.uint8:
-            return images
-        mean, std = (torch.as_tensor(values, dtype=torch.float32, device=images.device).view(1, -1, 1, 1)
-                     for values in self._normalise)
-        # As ToTensor then Normalize: to float32, / 255, - mean, / std; the permuted view is channels-last.
-        return images.permute(0, 3, 1, 2).float().div_(255).sub_(mean).div_(std)
-
-    def _pixels(self, index: int):
-        tile = self._read(index)
-        for step in self._pil_steps:
-            tile = step(tile)
-        return torch.from_numpy(np.array(tile)), int(self.labels[index])  # np.array: a writable copy torch may own
-
-    def _read(self, index: int):
+    def image(self, index: int):
         slide_index = int(self.labels[index])
         layout = self.layout
         return read_tile_at(cached_slide(Path(layout.paths[slide_index])), tuple(layout.coords_level0[index]),
                             layout.levels[slide_index], layout.read_sizes_px[slide_index], layout.tile_size_px)
-
-
-_POOL = {"pid": None, "threads": 0, "pool": None}
-
-
-def _reading_pool(threads: int) -> ThreadPoolExecutor:
-    """This process's tile-reading threads (a forked process gets its own: threads do not survive a fork)."""
-    if _POOL["pid"] != os.getpid() or _POOL["threads"] != threads:
-        if _POOL["pid"] == os.getpid():
-            _POOL["pool"].shutdown(wait=False)
-        _POOL.update(pid=os.getpid(), threads=threads,
-                     pool=ThreadPoolExecutor(threads, thread_name_prefix="evalsuite-tile-read"))
-    return _POOL["pool"]
-
-
-def _split_transform(transform, tile_size_px: int):
-    """(PIL steps before ToTensor, (mean, std) of the Normalize after it) of a Compose [PIL steps, ToTensor,
-    Normalize]; ((), None) for any other transform. A Resize to the tile's own size is dropped: it returns the
-    image untouched (torchvision), so skipping it keeps the pixels and saves a PIL round trip per tile."""
-    steps = list(getattr(transform, "transforms", ()))
-    if (not isinstance(transform, T.Compose) or len(steps) < 2 or not isinstance(steps[-2], T.ToTensor)
-            or not isinstance(steps[-1], T.Normalize) or steps[-1].inplace):
-        return (), None
-    pil_steps = tuple(step for step in steps[:-2] if not _is_no_op_resize(step, tile_size_px))
-    return pil_steps, (tuple(steps[-1].mean), tuple(steps[-1].std))
-
-
-def _is_no_op_resize(step, tile_size_px: int) -> bool:
-    if not isinstance(step, T.Resize):
-        return False
-    size = [step.size] if isinstance(step.size, int) else list(step.size)
-    return size in ([tile_size_px], [tile_size_px, tile_size_px])
 
 
 class SlideReader(Reader):

@@ -20,6 +20,7 @@ resamples slides; without it every tile is its own unit and the run says so.
 
 import csv
 import os
+import threading
 from pathlib import Path
 
 import h5py
@@ -40,6 +41,9 @@ CLASSES = ["no_tumor", "tumor"]
 TILE_SHAPE = (96, 96, 3)
 
 
+_OPENING = threading.Lock()
+
+
 class LazyH5:
     """One HDF5 dataset, opened at most once per process and reused by every read in it."""
 
@@ -48,17 +52,19 @@ class LazyH5:
         self._pid, self._file, self._dataset = None, None, None
 
     def file(self) -> h5py.File:
-        if self._pid != os.getpid():
-            # A forked child inherits the parent's handle: never read through it, open our own.
-            self._file, self._dataset = _open_h5(self.path), None
-            self._pid = os.getpid()
-        return self._file
+        with _OPENING:  # a batch's tiles are read on several threads: the first reads must open the file once
+            if self._pid != os.getpid():
+                # A forked child inherits the parent's handle: never read through it, open our own.
+                self._file, self._dataset = _open_h5(self.path), None
+                self._pid = os.getpid()
+            return self._file
 
     def get(self) -> h5py.Dataset:
         file = self.file()
-        if self._dataset is None:
-            self._dataset = file[self.key]
-        return self._dataset
+        with _OPENING:
+            if self._dataset is None:
+                self._dataset = file[self.key]
+            return self._dataset
 
     def __getstate__(self) -> dict:
         return {"path": self.path, "key": self.key, "_pid": None, "_file": None, "_dataset": None}
