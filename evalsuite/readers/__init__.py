@@ -19,54 +19,47 @@ readers and builders of the shipped demo data. A new dataset goes in tiles/, mas
 or slides/ and is registered below.
 """
 
+import importlib
 import inspect
 from pathlib import Path
 
 from evalsuite.errors import EvalsuiteError
-from evalsuite.readers.demo.demo_slides import demo_slides_folder
-from evalsuite.readers.demo.hgsc_counts import HgscCountReader
-from evalsuite.readers.demo.hgsc_seg import HgscSegReader
-from evalsuite.readers.demo.hgsc_tiles import HgscTileReader
-from evalsuite.readers.masks.consep import ConsepReader
-from evalsuite.readers.masks.monusac import MonusacReader
-from evalsuite.readers.masks.pannuke import PannukeReader
-from evalsuite.readers.slides.camelyon16 import Camelyon16Reader
-from evalsuite.readers.slides.panda import PandaReader
-from evalsuite.readers.slides.slide_csv import SlideCsvReader
-from evalsuite.readers.spots.hest import HestReader
-from evalsuite.readers.tiles.bach import BachReader
-from evalsuite.readers.tiles.bracs import BracsReader
-from evalsuite.readers.tiles.breakhis import BreakhisReader
-from evalsuite.readers.tiles.crc import CrcReader
-from evalsuite.readers.tiles.mhist import MhistReader
-from evalsuite.readers.tiles.pcam import PcamReader
-from evalsuite.readers.tiles.tile_csv import TileCsvReader
 from evalsuite.tasks.resources import shipped_data_dir
 
+# name -> "module:attribute", imported when a card names it: a run imports its own reader only (h5py, scipy and
+# the slide libraries load for the tasks that read with them). A class may stand in for the string.
 READERS = {
-    "hgsc_tiles": HgscTileReader,
-    "bach": BachReader,
-    "crc": CrcReader,
-    "pcam": PcamReader,
-    "mhist": MhistReader,
-    "bracs": BracsReader,
-    "breakhis": BreakhisReader,
-    "hgsc_seg": HgscSegReader,
-    "hgsc_counts": HgscCountReader,
-    "pannuke": PannukeReader,
-    "consep": ConsepReader,
-    "monusac": MonusacReader,
-    "slide_csv": SlideCsvReader,
-    "tile_csv": TileCsvReader,
-    "camelyon16": Camelyon16Reader,
-    "panda": PandaReader,
-    "hest": HestReader,
+    "hgsc_tiles": "evalsuite.readers.demo.hgsc_tiles:HgscTileReader",
+    "bach": "evalsuite.readers.tiles.bach:BachReader",
+    "crc": "evalsuite.readers.tiles.crc:CrcReader",
+    "pcam": "evalsuite.readers.tiles.pcam:PcamReader",
+    "mhist": "evalsuite.readers.tiles.mhist:MhistReader",
+    "bracs": "evalsuite.readers.tiles.bracs:BracsReader",
+    "breakhis": "evalsuite.readers.tiles.breakhis:BreakhisReader",
+    "hgsc_seg": "evalsuite.readers.demo.hgsc_seg:HgscSegReader",
+    "hgsc_counts": "evalsuite.readers.demo.hgsc_counts:HgscCountReader",
+    "pannuke": "evalsuite.readers.masks.pannuke:PannukeReader",
+    "consep": "evalsuite.readers.masks.consep:ConsepReader",
+    "monusac": "evalsuite.readers.masks.monusac:MonusacReader",
+    "slide_csv": "evalsuite.readers.slides.slide_csv:SlideCsvReader",
+    "tile_csv": "evalsuite.readers.tiles.tile_csv:TileCsvReader",
+    "camelyon16": "evalsuite.readers.slides.camelyon16:Camelyon16Reader",
+    "panda": "evalsuite.readers.slides.panda:PandaReader",
+    "hest": "evalsuite.readers.spots.hest:HestReader",
 }
 
 _PACKAGE_PREFIX = "package:"
 _BUILT_PREFIX = "built:"
 # Data evalsuite makes from what it ships, once, on first use (readers/demo/demo_slides.py says how).
-BUILT_DATA = {"demo_slides": demo_slides_folder}
+BUILT_DATA = {"demo_slides": "evalsuite.readers.demo.demo_slides:demo_slides_folder"}
+
+
+def resolved(entry):
+    """A registry entry's object: the class or function itself, or the one its "module:attribute" names."""
+    if not isinstance(entry, str):
+        return entry
+    module, _, attribute = entry.partition(":")
+    return getattr(importlib.import_module(module), attribute)
 
 
 def resolve_data_root(card, data_root: str | None) -> Path:
@@ -83,7 +76,7 @@ def resolve_data_root(card, data_root: str | None) -> Path:
         if name not in BUILT_DATA:
             raise EvalsuiteError(f"task card {card.path}: data_root '{root}' names no built data; known: "
                                  f"{', '.join(_BUILT_PREFIX + n for n in BUILT_DATA)}")
-        return BUILT_DATA[name]()
+        return resolved(BUILT_DATA[name])()
     return Path(root).expanduser()
 
 
@@ -92,7 +85,7 @@ def build_reader(card, data_root: str | None = None, check_counts: bool = True):
         raise EvalsuiteError(
             f"task card {card.path}: unknown reader '{card.reader}'; known readers: {', '.join(READERS)}"
         )
-    reader_cls = READERS[card.reader]
+    reader_cls = resolved(READERS[card.reader])
     accepted = inspect.signature(reader_cls).parameters
     unknown = sorted(set(card.reader_args) - set(accepted) - {"card", "data_root", "check_counts"})
     if unknown:
