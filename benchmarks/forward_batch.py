@@ -6,7 +6,9 @@ The forward alone (eval mode, ``torch.inference_mode``, float32, the tensor layo
 for a CNN) over random 224x224 inputs, at batch sizes 8, 16, 32 and 64, for two backbones: evalsuite's
 ``efficientnet_lite0_imagenet`` (real weights) and timm's ``vit_small_patch16_224`` (random weights: speed does not
 depend on them). Each size gets one warm-up batch, then ``--tiles`` tiles (rounded up to whole batches).
-``x64`` is a size's ms per tile over batch 64's: below 1, that size is faster a tile.
+``x64`` is a size's ms per tile over batch 64's: below 1, that size is faster a tile. Everything runs inside
+``reuse_freed_memory()`` as extraction does (runtime/allocator.py; with glibc's default malloc the larger batches
+also pay the kernel for their activations' pages every batch: benchmarks/forward_memory.py).
 
 Why: a CPU forward at batch 64 moves a layer's activations (64 x 32 x 112 x 112 floats = 100 MB after
 EfficientNet's stem) through memory, while smaller batches stay closer to the cores' caches. `evalsuite run`
@@ -55,12 +57,15 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--tiles", type=int, default=256, help="tiles timed per batch size (default 256)")
     args = parser.parse_args()
+    from evalsuite.runtime.allocator import reuse_freed_memory
+
     print(machine_line())
     print(host_tag())
     rows = []
-    for name, model, memory_format in models():
-        timed = {size: ms_per_tile(model, memory_format, size, args.tiles) for size in BATCH_SIZES}
-        rows += [[name, size, f"{ms:.2f}", f"{ms / timed[64]:.2f}"] for size, ms in timed.items()]
+    with reuse_freed_memory():
+        for name, model, memory_format in models():
+            timed = {size: ms_per_tile(model, memory_format, size, args.tiles) for size in BATCH_SIZES}
+            rows += [[name, size, f"{ms:.2f}", f"{ms / timed[64]:.2f}"] for size, ms in timed.items()]
     print(host_tag())
     print(format_table(["backbone", "batch", "ms_per_tile", "x64"], rows, left=1))
     return 0
