@@ -2,9 +2,9 @@
 
 A CPU forward allocates and frees the same large activations at every batch (EfficientNet-Lite0 at batch 16: a
 77 MB expansion tensor). glibc's malloc serves blocks above its mmap threshold (at most 32 MiB when it adapts) with
-mmap and returns them with munmap, so every batch pays the kernel to fault in and zero those pages again: 3.2 million
-page faults and 4.7 s of system time in a 4.9 s forward over 400 photos at batch 32 on 2 cores, 2.1 s once the
-memory is reused (benchmarks/forward_memory.py). Pillow does the same with its image blocks (none cached by default).
+mmap and returns them with munmap, so every batch pays the kernel to fault in and zero those pages again: 4.4 million
+page faults and 6.9 s of system time in a 6.4 s forward (2 threads) over 400 tiles at batch 32 on 2 cores, 2.1 s once
+the memory is reused (benchmarks/forward_memory.py; ViT-S/16 gains 6-11 %). Pillow does the same with its image blocks (none cached by default).
 Inside `reuse_freed_memory()` both keep what they free, up to `KEEP_BYTES` per block; the peak is unchanged (only
 memory that was in use is kept), and on the way out the kept memory is handed back (malloc_trim) and glibc's
 thresholds are set to the values its adaptive scheme reaches once large blocks have been freed.
