@@ -42,7 +42,7 @@ def test_a_photo_sized_square_is_box_reduced_first_and_stays_within_a_few_grey_l
 
 
 def test_tensor_input_is_resized_by_torchvision():
-    tensor = torch.from_numpy(np.asarray(_he_square(1536))).permute(2, 0, 1).float() / 255
+    tensor = torch.from_numpy(np.array(_he_square(1536))).permute(2, 0, 1).float() / 255
     ours = build_transform(CONFIG).transforms[0](tensor)
     assert torch.equal(ours, T.Resize((224, 224), interpolation=T.InterpolationMode.BICUBIC, antialias=True)(tensor))
 
