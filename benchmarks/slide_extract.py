@@ -22,7 +22,8 @@ embeds every tile two (or three) ways, the order rotating every round, ``--round
   fsync, sha256 and atomic manifest update; ``finish``.
 - ``pure forward``: ``backbone.pooled_features`` on the same batches (the chunk-aligned batches
   ``extract_to_cache`` makes: at most ``--batch-size`` tiles, never across a slide), read, converted and put in
-  the same memory format beforehand, in RAM; same threads and precision; nothing else.
+  the same memory format beforehand, in RAM; same threads, precision and malloc setting
+  (``runtime/allocator.py``'s ``reuse_freed_memory``, as extraction); nothing else.
 - with ``--full-batches``, ``pure forward, full batches``: the same tiles in batches of exactly ``--batch-size``
   across slides: whether slide-bounded batches (10-14 tiles on the demo slides, up to ``--batch-size`` on real
   ones) cost anything. (Seen: no; efficientnet_lite0 ran 1.5-1.7x slower per tile in batches of 64 than of ~11
@@ -230,11 +231,13 @@ def time_pipeline(backbone, dataset, layout, root: Path, row_shape, chunk_rows, 
 def time_pure_forward(backbone, decoded, device, precision) -> dict:
     import torch
 
+    from evalsuite.runtime.allocator import reuse_freed_memory
     from evalsuite.runtime.precision import autocast_context
 
     with OtherLoad() as load:
         started = time.perf_counter()
-        with torch.inference_mode(), autocast_context(device, precision):
+        # Freed memory reused as extract_to_cache reuses it (runtime/allocator.py): the forward alone, same malloc.
+        with reuse_freed_memory(), torch.inference_mode(), autocast_context(device, precision):
             for images in decoded:
                 backbone.pooled_features(images)
         seconds = time.perf_counter() - started
