@@ -418,7 +418,8 @@ def parse_args(argv=None):
     parser.add_argument("--slides", type=int, default=DEFAULT_SLIDES,
                         help="demo slides, evenly spaced over the manifest (default: %(default)s, about 140 tiles; "
                              "the demo has 52, about 620 tiles)")
-    parser.add_argument("--batch-size", type=int, default=64, help="extraction batch (default: 64, as a run)")
+    parser.add_argument("--batch-size", type=int, default=16, help="extraction batch (default: 16, as a run on the "
+                        "CPU; the demo slides' batches hold 10-14 tiles, one slide each, whatever the size)")
     parser.add_argument("--num-workers", type=int, default=default_num_workers("cpu"),
                         help=f"DataLoader workers (default: {default_num_workers('cpu')}, as a CPU run on this "
                              f"machine; 0: the main process reads the tiles on the forward's threads)")
