@@ -114,7 +114,7 @@ def open_rgb(path: Path, max_pixels=Image.MAX_IMAGE_PIXELS, preprocess=None,
 def _decode_rgb(path: Path, remedy: str) -> Image.Image:
     try:
         with Image.open(path) as image:
-            if image.mode == "RGB":
+            if image.mode == "RGB":  # convert() to its own mode copies the image: 10 of 17 ms for a BACH photo
                 image.load()
                 return image
             return image.convert("RGB")
