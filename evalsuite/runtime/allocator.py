@@ -27,7 +27,7 @@ def glibc():
     """The process's C library when it is glibc (mallopt and malloc_trim as documented in mallopt(3)), else None."""
     try:
         libc = ctypes.CDLL(None)
-    except OSError:
+    except (OSError, TypeError):  # TypeError: Windows has no handle for the running process
         return None
     if not all(hasattr(libc, name) for name in ("gnu_get_libc_version", "mallopt", "malloc_trim")):
         return None
