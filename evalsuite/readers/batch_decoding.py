@@ -10,8 +10,8 @@ threads instead of once per image on one thread.
 Without worker processes (the CPU forward on 2 or fewer cores: runtime/cpus.py default_num_workers) the main
 process decodes a batch on as many threads as torch's intra-op threads, then runs the forward: one phase at a time,
 each with every core. Pillow and OpenSlide release the GIL while they decode. Decoding beside a running
-forward instead would put three busy threads on two cores: a 400-photo BACH extraction took 4.7 s in phases,
-6.4 s with a thread decoding one batch ahead (benchmarks/eva_side_by_side.py, docs/compute.md).
+forward instead would put three busy threads on two cores: a 400-photo BACH extraction took 4.5-5.0 s in phases,
+5.8 s with a thread decoding one batch ahead (benchmarks/eva_side_by_side.py, docs/compute.md).
 """
 
 import os
