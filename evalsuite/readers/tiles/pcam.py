@@ -53,18 +53,21 @@ class LazyH5:
 
     def file(self) -> h5py.File:
         with _OPENING:  # a batch's tiles are read on several threads: the first reads must open the file once
-            if self._pid != os.getpid():
-                # A forked child inherits the parent's handle: never read through it, open our own.
-                self._file, self._dataset = _open_h5(self.path), None
-                self._pid = os.getpid()
-            return self._file
+            return self._opened()
 
     def get(self) -> h5py.Dataset:
-        file = self.file()
         with _OPENING:
+            file = self._opened()
             if self._dataset is None:
                 self._dataset = file[self.key]
             return self._dataset
+
+    def _opened(self) -> h5py.File:
+        if self._pid != os.getpid():
+            # A forked child inherits the parent's handle: never read through it, open our own.
+            self._file, self._dataset = _open_h5(self.path), None
+            self._pid = os.getpid()
+        return self._file
 
     def __getstate__(self) -> dict:
         return {"path": self.path, "key": self.key, "_pid": None, "_file": None, "_dataset": None}
