@@ -64,3 +64,16 @@ def reset_peak() -> bool:
         return True
     except OSError:
         return False
+
+
+def checkout(repo, revision: str, folder):
+    """The revision's source tree (its `evalsuite` package and shipped data) extracted into `folder`, to run a
+    baseline side by side with this checkout."""
+    import io
+    import subprocess
+    import tarfile
+
+    archive = subprocess.run(["git", "-C", str(repo), "archive", revision], capture_output=True, check=True).stdout
+    with tarfile.open(fileobj=io.BytesIO(archive)) as tar:
+        tar.extractall(folder, filter="data")
+    return folder

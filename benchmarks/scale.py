@@ -66,8 +66,8 @@ Run: ``python benchmarks/scale.py --quick`` (every stage at a tiny size; about a
 is 100 epochs x 4,096 batches of 64, so expect tens of minutes or more on 2 CPU cores), ``--stages linear,knn``
 to choose stages. The disk space needed is printed before anything is written; the script refuses in one line when
 the scratch disk lacks it. Caches are removed at the end. Slide caches are written with one chunk (at least) per
-slide, and the real writer rewrites the manifest after every chunk, so building PANDA's caches (10,616 slides) may
-take long; the build time is printed.
+slide through the real writer (a fsync and a chunk-log line a chunk: benchmarks/cache_write.py); the build time is
+printed.
 """
 
 import argparse

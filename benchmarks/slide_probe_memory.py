@@ -133,7 +133,7 @@ def worker_fit(args) -> dict:
     import numpy as np
 
     from evalsuite.features.bags import SlideBags
-    from evalsuite.features.cache import first_non_finite_row
+    from evalsuite.features.cache_checks import first_non_finite_row
     from evalsuite.storage.npy_rows import NpyRows
 
     folder = Path(args.path).parent

@@ -20,30 +20,20 @@ synthetic folder (seconds), ``--baseline REV`` for another revision.
 """
 
 import argparse
-import io
 import statistics
 import subprocess
 import sys
-import tarfile
 import tempfile
 import time
 from pathlib import Path
 
-from _shared import machine_line
+from _shared import checkout, machine_line
 
 REPO = Path(__file__).resolve().parents[1]
 BASELINE = "dc20aea"  # main before the report's draw scores and the lazy scikit-learn import (2026-11-25)
 # Each side's own `python -m evalsuite` (its __main__.py, so its own way of exiting), from its own source tree.
 CLI = ("import runpy, sys; sys.path.insert(0, sys.argv[1]); sys.argv = ['evalsuite', *sys.argv[2:]]; "
        "runpy.run_module('evalsuite', run_name='__main__', alter_sys=True)")
-
-
-def checkout(revision: str, folder: Path) -> Path:
-    """The revision's source tree (its `evalsuite` package and shipped data) extracted into `folder`."""
-    archive = subprocess.run(["git", "-C", str(REPO), "archive", revision], capture_output=True, check=True).stdout
-    with tarfile.open(fileobj=io.BytesIO(archive)) as tar:
-        tar.extractall(folder, filter="data")
-    return folder
 
 
 def seconds(source: Path, args: list) -> float:
@@ -73,7 +63,7 @@ def main() -> int:
     print(f"host: {machine_line()}")
     with tempfile.TemporaryDirectory(prefix="evalsuite_startup_") as scratch:
         scratch = Path(scratch)
-        sides = {"baseline": checkout(args.baseline, scratch / "baseline"), "this": REPO}
+        sides = {"baseline": checkout(REPO, args.baseline, scratch / "baseline"), "this": REPO}
         demo = scratch / "demo_out"
         if args.quick:
             _synthetic_board(demo)

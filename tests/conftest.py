@@ -2,7 +2,6 @@
 
 import csv
 import hashlib
-import json
 import os
 import tempfile
 from pathlib import Path
@@ -60,14 +59,19 @@ def run_benchmark(name: str, *args, tmp_path: Path, timeout: int = 300) -> subpr
 
 
 def cache_manifests(out_dir: Path) -> dict:
-    """{split: manifest} of the feature caches under `out_dir`; a manifest being replaced right now is skipped."""
-    found = {}
-    for path in (Path(out_dir) / "cache").glob("*/manifest.json"):
+    """{split: manifest} of the feature caches under `out_dir`, as evalsuite reads them (an unfinished cache's chunk
+    log replayed: features/chunk_log.py); a manifest being replaced right now is skipped."""
+    from evalsuite.errors import EvalsuiteError
+    from evalsuite.features.cache import FeatureCache
+
+    cache, found = FeatureCache(Path(out_dir) / "cache"), {}
+    for path in cache.root.glob("*/manifest.json"):
         try:
-            manifest = json.loads(path.read_text())
-        except ValueError:
+            manifest = cache.manifest(path.parent.name)
+        except (EvalsuiteError, FileNotFoundError):
             continue
-        found[manifest["fields"]["split"]] = manifest
+        if manifest is not None:
+            found[manifest["fields"]["split"]] = manifest
     return found
 
 

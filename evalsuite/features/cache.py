@@ -6,9 +6,12 @@ One folder per cache key under `<out>/cache/`:
 - `labels.npy`: integer labels [N] (class ids) or [N, H, W] (masks), in the reader's integer dtype, or
   float64 targets [N, T] (regression);
 - `manifest.json`: key fields, shape, dtype, chunk table (rows, sha256, done), completeness,
-  library versions. It is replaced atomically (temp file + fsync + rename) after each chunk is
-  on disk, so a process killed at any moment leaves a manifest that names only chunks whose
-  bytes are durable. A rerun continues from the first unfinished chunk.
+  library versions; replaced atomically (temp file + fsync + rename) when the cache starts and when
+  it is finished;
+- `chunks.jsonl` while the cache is unfinished: a line per chunk written, appended and fsynced after the
+  chunk's bytes are on disk (evalsuite.features.chunk_log), so a process killed at any moment leaves
+  records of only chunks whose bytes are durable, at a cost per chunk that does not grow with the
+  cache. A rerun continues from the first unfinished chunk.
 Readers accept only complete caches; opening one checks every chunk's sha256 and every row's
 finiteness in one pass (evalsuite.features.cache_checks), and a cache failing either is refused
 as corrupt. An exclusive lock per key makes a second process asking for the same key wait (it
@@ -28,7 +31,8 @@ from pathlib import Path
 import numpy as np
 
 from evalsuite.errors import EvalsuiteError
-from evalsuite.features.cache_checks import check_opened, corrupt_chunks, first_non_finite_row  # noqa: F401
+from evalsuite.features.cache_checks import check_opened, corrupt_chunks
+from evalsuite.features.chunk_log import CHUNK_LOG_FILE, append_record, remove_log, replayed
 from evalsuite.storage.fsio import exclusive_lock, fs_errors, write_atomically
 from evalsuite.storage.npy_rows import NpyRows
 
@@ -95,17 +99,19 @@ class CacheWriter:
         # A fault leaves this chunk unrecorded in the manifest: the rerun writes it again.
         with fs_errors("write feature cache", self.folder / FEATURES_FILE):
             _pwrite_durably(self.folder / FEATURES_FILE, payload, offset)
-        record = {"done": True, "sha256": hashlib.sha256(payload).hexdigest(),
+        chunk = self.manifest["chunks"][index]
+        record = {"sha256": hashlib.sha256(payload).hexdigest(),
                   "written_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
-        # Several ranks may fill chunks of one cache: merge into the manifest on disk under a lock.
-        with exclusive_lock(self.folder / ".manifest.lock", "lock"), fs_errors("update", self.folder / MANIFEST_FILE):
-            self.reload()
-            self.manifest["chunks"][index].update(record)
-            write_json_atomic(self.folder / MANIFEST_FILE, self.manifest)
+        # Several ranks may fill chunks of one cache: one appender at a time (O_APPEND alone is not atomic on NFS).
+        with exclusive_lock(self.folder / ".manifest.lock", "lock"), \
+                fs_errors("update", self.folder / CHUNK_LOG_FILE):
+            append_record(self.folder, {"index": index, "start": chunk["start"], "stop": chunk["stop"], **record})
+        chunk.update(done=True, **record)
 
     def reload(self) -> None:
+        """The manifest on disk with the chunk log replayed: every rank's chunks so far."""
         try:
-            self.manifest = json.loads((self.folder / MANIFEST_FILE).read_text())
+            self.manifest = replayed(self.folder, json.loads((self.folder / MANIFEST_FILE).read_text()))
         except FileNotFoundError:
             self._check_still_there()
             raise
@@ -123,6 +129,7 @@ class CacheWriter:
         self.manifest["complete"] = True
         with fs_errors("update", self.folder / MANIFEST_FILE):
             write_json_atomic(self.folder / MANIFEST_FILE, self.manifest)
+            remove_log(self.folder)
 
     def _row_bytes(self) -> int:
         return int(np.prod(self.row_shape, dtype=np.int64)) * np.dtype(CACHE_DTYPE).itemsize
@@ -149,7 +156,7 @@ class FeatureCache:
         if not path.is_file():
             return None
         try:
-            return json.loads(path.read_text())
+            return replayed(path.parent, json.loads(path.read_text()))
         except ValueError:
             raise EvalsuiteError(f"feature cache manifest {path} is corrupt; remove it with "
                                  f"`evalsuite cache rm {key}` and rerun") from None

@@ -68,7 +68,7 @@ def array_script(sweep, folder, plan_path) -> str:
               '"$PYTHON" -m evalsuite sweep element "$PLAN" "$SLURM_ARRAY_TASK_ID" &', "CHILD=$!",
               'wait "$CHILD"; RC=$?',
               'while kill -0 "$CHILD" 2>/dev/null; do wait "$CHILD"; RC=$?; done  # a trap cut the wait short',
-              f'if [ "$SIGNALLED" = USR1 ] && [ "$RC" != 0 ] && [ "${{SLURM_RESTART_COUNT:-0}}" -lt "$MAX_REQUEUES" ]; '
+              'if [ "$SIGNALLED" = USR1 ] && [ "$RC" != 0 ] && [ "${SLURM_RESTART_COUNT:-0}" -lt "$MAX_REQUEUES" ]; '
               'then',
               '    echo "[evalsuite-sweep] stopped by a signal (exit $RC): requeueing $TASK; it resumes from the '
               'cache"',

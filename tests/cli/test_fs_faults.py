@@ -24,9 +24,10 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import REPO, assert_one_line_error, leaderboard_rows, make_crc
+from conftest import REPO, assert_one_line_error, cache_manifests, leaderboard_rows, make_crc
 
 from evalsuite import cli, runner
+from evalsuite.features.chunk_log import CHUNK_LOG_FILE
 from evalsuite.reporting.leaderboard import COLUMNS
 
 RUN = ["run", "--task", "crc", "--no-count-check", "--model", "test_vit", "--random-init", "--precision", "fp32",
@@ -272,7 +273,8 @@ CACHE_WRITE_FAULTS = {
     "chunk-pwrite-full": ("pwrite", "features.npy", errno.ENOSPC, 0, ["features.npy", "no space left"]),
     "chunk-fsync-io-error": ("fsync", "features.npy", errno.EIO, 0, ["features.npy", "Input/output error"]),
     "manifest-create-full": ("replace", "manifest.json", errno.ENOSPC, 0, ["create feature cache", "no space left"]),
-    "manifest-update-quota": ("replace", "manifest.json", errno.EDQUOT, 1, ["manifest.json", "disk quota exceeded"]),
+    "chunk-record-quota": ("write", "chunks.jsonl", errno.EDQUOT, 0, ["chunks.jsonl", "disk quota exceeded"]),
+    "chunk-record-fsync-io-error": ("fsync", "chunks.jsonl", errno.EIO, 0, ["chunks.jsonl", "Input/output error"]),
 }
 
 
@@ -287,13 +289,28 @@ def test_fault_at_a_cache_write_leaves_no_cache_and_no_temp_file(capsys, shared,
     assert not debris(tmp_path)
 
 
+def test_quota_hit_finishing_a_cache_leaves_its_chunks_for_the_rerun(capsys, shared, tmp_path, monkeypatch):
+    """The manifest is rewritten only when a cache starts and finishes (chunk records go to chunks.jsonl): a fault at
+    the finish keeps every chunk, and the rerun completes the cache without extracting anything again."""
+    out = tmp_path / "out"
+    with monkeypatch.context() as patch:
+        inject(patch, "replace", "manifest.json", errno.EDQUOT, after=1)
+        expect_error(run(capsys, shared, out, "--chunk-rows", "8"), "manifest.json", "disk quota exceeded")
+    (manifest,) = cache_manifests(out).values()
+    assert [chunk["done"] for chunk in manifest["chunks"]] == [True, True] and not manifest["complete"]
+    assert not debris(tmp_path)
+    rerun = run(capsys, shared, out, "--chunk-rows", "8")
+    assert rerun.returncode == 0, rerun.stderr
+    assert json.loads((out / "runs" / run_jsons(out)[0]).read_text())["samples_extracted"]["train"] == 0
+    assert not list((out / "cache").glob(f"*/{CHUNK_LOG_FILE}"))  # folded into the finished manifests
+
+
 def test_disk_full_after_the_first_chunk_leaves_a_cache_the_rerun_resumes(capsys, shared, tmp_path, monkeypatch):
     out = tmp_path / "out"
     with monkeypatch.context() as patch:
         inject(patch, "pwrite", "features.npy", errno.ENOSPC, after=1)
         expect_error(run(capsys, shared, out, "--chunk-rows", "8"), "features.npy", "no space left")
-    (key,) = cache_keys(out)
-    manifest = json.loads((out / "cache" / key / "manifest.json").read_text())
+    (manifest,) = cache_manifests(out).values()
     assert [chunk["done"] for chunk in manifest["chunks"]] == [True, False] and not manifest["complete"]  # 9 rows
     assert not debris(tmp_path)
     rerun = run(capsys, shared, out, "--chunk-rows", "8")
@@ -728,6 +745,7 @@ def test_sigkill_while_committing_is_finished_or_undone_by_the_next_process(caps
     if repaired_by == "leaderboard":
         assert set(run_jsons(out)) - set(files_before) == ({f"{run_id}.json", f"{run_id}.predictions.npz"}
                                                           if point == "after-the-append" else set())
+        assert _leaderboard_run_ids(out) == ids_before | ({run_id} if point == "after-the-append" else set())
 
 
 def test_run_appends_to_a_leaderboard_saved_with_a_bom(capsys, shared, tmp_path):

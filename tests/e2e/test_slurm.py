@@ -22,7 +22,7 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import REPO, leaderboard_rows
+from conftest import REPO, cache_manifests, leaderboard_rows
 from slurm_cluster import running_cluster
 
 SLURM_TOOLS = ("slurmctld", "slurmd", "sbatch", "scontrol", "scancel", "munged")
@@ -210,11 +210,7 @@ def test_multinode_template_on_one_node(cluster, tmp_path):
 def _chunks(out: Path) -> dict:
     """{(split, chunk index): (sha256, written_utc)} of every finished chunk in OUT's caches."""
     done = {}
-    for manifest_path in (out / "cache").glob("*/manifest.json"):
-        try:
-            manifest = json.loads(manifest_path.read_text())
-        except (OSError, json.JSONDecodeError):  # being replaced right now
-            continue
+    for manifest in cache_manifests(out).values():  # the chunk logs of unfinished caches replayed
         for index, chunk in enumerate(manifest["chunks"]):
             if chunk["done"]:
                 done[(manifest["fields"]["split"], index)] = (chunk["sha256"], chunk["written_utc"],

@@ -17,7 +17,7 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import REPO, leaderboard_rows
+from conftest import REPO, cache_manifests, leaderboard_rows
 from slurm_cluster import running_cluster
 
 _missing = [tool for tool in ("slurmctld", "slurmd", "sbatch", "scontrol", "munged")
@@ -141,11 +141,8 @@ def test_a_sweep_is_one_array_a_failed_cell_is_resubmitted_alone_and_rows_are_wr
 
 
 def _first_shard_chunk_done(cache_root: Path) -> bool:
-    for manifest_path in cache_root.glob("*/manifest.json"):
-        manifest = json.loads(manifest_path.read_text())
-        if manifest["fields"]["split"] == "train" and manifest["chunks"][0]["done"]:
-            return not manifest["complete"]
-    return False
+    train = cache_manifests(cache_root.parent).get("train")
+    return bool(train and train["chunks"][0]["done"] and not train["complete"])
 
 
 def test_a_shard_stopped_mid_extraction_is_requeued_and_the_cache_is_byte_identical(cluster, tmp_path):

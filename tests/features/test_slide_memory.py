@@ -27,7 +27,7 @@ _FIT_SCRIPT = textwrap.dedent("""
     from pathlib import Path
     import numpy as np
     from evalsuite.features.bags import SlideBags
-    from evalsuite.features.cache import first_non_finite_row
+    from evalsuite.features.cache_checks import first_non_finite_row
     from evalsuite.storage.npy_rows import NpyRows
     from evalsuite.probes import ABMILProbe, MeanPoolProbe
 

@@ -10,7 +10,7 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import leaderboard_rows, run_cli
+from conftest import cache_manifests, leaderboard_rows, run_cli
 
 pytestmark = pytest.mark.slow
 
@@ -38,11 +38,8 @@ def _element(plan: Path, index: int) -> subprocess.Popen:
 
 
 def _a_train_chunk_of_shard_0_done(cache: Path) -> bool:
-    for path in cache.glob("*/manifest.json"):
-        manifest = json.loads(path.read_text())
-        if manifest["fields"]["split"] == "train" and manifest["chunks"][0]["done"]:
-            return True
-    return False
+    train = cache_manifests(cache.parent).get("train")
+    return bool(train and train["chunks"][0]["done"])
 
 
 def test_two_shards_fill_the_cache_a_stopped_shard_resumes_and_the_bytes_equal_one_process(tmp_path):
