@@ -1,5 +1,6 @@
-"""Smoke tests for benchmarks/startup.py and benchmarks/probe_contention.py at --quick: exit code and the shape of
-their lines only; the seconds and ratios are the benchmarks' output to read, never something a test asserts."""
+"""Smoke tests for the benchmarks that compare this checkout with a baseline revision (startup.py,
+probe_contention.py, cache_write.py) at small sizes: exit code and the shape of their lines only; the seconds and
+ratios are the benchmarks' output to read, never something a test asserts."""
 
 import re
 
@@ -28,3 +29,13 @@ def test_probe_contention_quick_prints_both_sides_beside_every_competitor(tmp_pa
                                                   for side in ("baseline", "this")], result.stdout
     assert all(re.fullmatch(r"\d+\.\d+", r[3]) and re.fullmatch(r"\d+\.\d+", r[4]) for r in rows), result.stdout
     assert all(float(r[4]) == 1.0 for r in rows if r[2] == "alone"), result.stdout
+
+
+def test_cache_write_compares_the_sizes_the_baseline_runs_and_prints_each_sides_growth(tmp_path):
+    result = run_benchmark("cache_write.py", "--slides", "12,40", "--baseline-up-to", "12", "--tiles", "2", "--dim",
+                           "8", "--scratch", tmp_path, tmp_path=tmp_path)
+    assert result.returncode == 0, result.stdout + result.stderr
+    rows = {line.split()[0]: line.split() for line in result.stdout.splitlines() if re.match(r" *(12|40) ", line)}
+    assert re.fullmatch(r"\d+\.\d+", rows["12"][-1]) and rows["40"][2:4] == ["-", "-"], result.stdout
+    assert re.search(r"growth, this: \d+\.\d+ \(ms a chunk at 40 slides / at 12\)", result.stdout), result.stdout
+    assert "growth, baseline: -" in result.stdout and "host: " in result.stdout
