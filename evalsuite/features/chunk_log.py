@@ -14,7 +14,7 @@ import json
 import os
 from pathlib import Path
 
-from evalsuite.storage.fsio import fsync_dir
+from evalsuite.storage.fsio import fs_error, fsync_dir
 
 CHUNK_LOG_FILE = "chunks.jsonl"
 
@@ -47,10 +47,13 @@ def replayed(folder: Path, manifest: dict) -> dict:
     """`manifest` with the chunk log's records applied (a later record of a chunk replaces an earlier one)."""
     if manifest.get("complete"):
         return manifest
+    path = folder / CHUNK_LOG_FILE
     try:
-        lines = (folder / CHUNK_LOG_FILE).read_bytes().split(b"\n")
+        lines = path.read_bytes().split(b"\n")
     except FileNotFoundError:
         return manifest
+    except OSError as exc:
+        raise fs_error("read", path, exc) from None
     chunks = manifest["chunks"]
     for line in lines:
         record = _record(line)

@@ -305,6 +305,27 @@ def test_quota_hit_finishing_a_cache_leaves_its_chunks_for_the_rerun(capsys, sha
     assert not list((out / "cache").glob(f"*/{CHUNK_LOG_FILE}"))  # folded into the finished manifests
 
 
+def test_an_unreadable_chunk_log_is_one_line_naming_it_and_the_cache_is_kept(capsys, shared, tmp_path, monkeypatch):
+    out = tmp_path / "out"
+    with monkeypatch.context() as patch:
+        inject(patch, "pwrite", "features.npy", errno.ENOSPC, after=1)
+        expect_error(run(capsys, shared, out, "--chunk-rows", "8"), "features.npy", "no space left")
+    (key,) = cache_keys(out)
+    log = out / "cache" / key / CHUNK_LOG_FILE
+    before = snapshot(out)
+    real_read_bytes = Path.read_bytes
+
+    def failing(path):
+        if path.name == CHUNK_LOG_FILE:
+            raise OSError(errno.EIO, os.strerror(errno.EIO))
+        return real_read_bytes(path)
+
+    with monkeypatch.context() as patch:
+        patch.setattr(Path, "read_bytes", failing)
+        expect_error(run(capsys, shared, out, "--chunk-rows", "8"), f"cannot read {log}", "Input/output error")
+    assert snapshot(out) == before and not (out / "leaderboard.csv").exists()
+
+
 def test_disk_full_after_the_first_chunk_leaves_a_cache_the_rerun_resumes(capsys, shared, tmp_path, monkeypatch):
     out = tmp_path / "out"
     with monkeypatch.context() as patch:
