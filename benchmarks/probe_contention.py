@@ -37,9 +37,9 @@ import tempfile
 import time
 from pathlib import Path
 
-from _shared import format_table, machine_line
-from startup import REPO, checkout
+from _shared import checkout, format_table, machine_line
 
+REPO = Path(__file__).resolve().parents[1]
 BASELINE = "4c89145"  # main before the linear heads ran on one thread with a written-out gradient (2026-11-25)
 
 PROBE_CODE = """
@@ -106,7 +106,7 @@ def main() -> int:
     print(f"host: {machine_line()}; OMP_WAIT_POLICY in this shell: {os.environ.get('OMP_WAIT_POLICY', 'unset')}")
     rows = []
     with tempfile.TemporaryDirectory(prefix="evalsuite_contention_") as scratch:
-        sides = {"baseline": checkout(args.baseline, Path(scratch) / "baseline"), "this": REPO}
+        sides = {"baseline": checkout(REPO, args.baseline, Path(scratch) / "baseline"), "this": REPO}
         for shape in ("bach",) if args.quick else ("bach", "wide"):
             alone = {}
             for competitor in COMPETITORS:
