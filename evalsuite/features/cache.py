@@ -96,7 +96,7 @@ class CacheWriter:
             raise
 
     def _write_and_record(self, index: int, payload: memoryview, offset: int) -> None:
-        # A fault leaves this chunk unrecorded in the manifest: the rerun writes it again.
+        # A fault leaves this chunk unrecorded in the chunk log: the rerun writes it again.
         with fs_errors("write feature cache", self.folder / FEATURES_FILE):
             _pwrite_durably(self.folder / FEATURES_FILE, payload, offset)
         chunk = self.manifest["chunks"][index]
@@ -129,7 +129,7 @@ class CacheWriter:
         self.manifest["complete"] = True
         with fs_errors("update", self.folder / MANIFEST_FILE):
             write_json_atomic(self.folder / MANIFEST_FILE, self.manifest)
-            remove_log(self.folder)
+        remove_log(self.folder)
 
     def _row_bytes(self) -> int:
         return int(np.prod(self.row_shape, dtype=np.int64)) * np.dtype(CACHE_DTYPE).itemsize

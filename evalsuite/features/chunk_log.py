@@ -65,8 +65,10 @@ def replayed(folder: Path, manifest: dict) -> dict:
 
 
 def remove_log(folder: Path) -> None:
-    """After `finish` made the manifest complete: the log says nothing the manifest does not."""
-    (folder / CHUNK_LOG_FILE).unlink(missing_ok=True)
+    """After `finish` made the manifest complete: the log says nothing the manifest does not. A log that cannot be
+    removed is left: a complete cache's log is never read, and failing a finished cache over it would redo nothing."""
+    with contextlib.suppress(OSError):
+        (folder / CHUNK_LOG_FILE).unlink(missing_ok=True)
 
 
 def _write_all(descriptor: int, data: bytes) -> None:

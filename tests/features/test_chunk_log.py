@@ -105,3 +105,20 @@ def test_two_ranks_writing_one_cache_see_each_others_chunks_on_reload(tmp_path):
     assert not rank0.pending_chunks()
     rank0.finish()
     np.testing.assert_array_equal(cache.open("k", "ram")[0], _rows(0, 10))
+
+
+def test_a_log_that_cannot_be_removed_after_the_finish_is_left_and_never_read(tmp_path, monkeypatch):
+    cache, writer = _started(tmp_path, rows=6)
+    _fill(writer)
+    real_unlink = type(writer.folder).unlink
+
+    def refusing(path, *args, **kwargs):
+        if path.name == CHUNK_LOG_FILE:
+            raise PermissionError(13, "Permission denied")
+        return real_unlink(path, *args, **kwargs)
+
+    monkeypatch.setattr(type(writer.folder), "unlink", refusing)
+    writer.finish()
+    (writer.folder / CHUNK_LOG_FILE).write_bytes(b'{"index": 0, "start": 0, "stop": 3, "sha256": "stale"}\n')
+    assert cache.manifest("k")["complete"] and cache.manifest("k")["chunks"][0]["sha256"] != "stale"
+    np.testing.assert_array_equal(cache.open("k", "ram")[0], _rows(0, 6))
