@@ -1,5 +1,5 @@
-"""`evalsuite leaderboard`: the wide model x task table (ranks, rank intervals, mean over tasks) from the long CSV,
-or with `--compare A B` the per-task paired significance test of two models."""
+"""`evalsuite leaderboard`: the wide model x task table (intervals, ranks, rank intervals, best sets, mean over
+tasks) from the long CSV, or with `--compare A B` the per-task paired significance test of two models."""
 
 import sys
 from pathlib import Path
@@ -20,7 +20,7 @@ def add_parser(commands, common) -> None:
     board.add_argument("--plot", metavar="FILE.png", help="also save a heatmap of the table")
     board.add_argument("--compare", nargs=2, metavar=("A", "B"),
                        help="instead of the table: per task, a paired test of models A and B on the same test items "
-                            "(Holm-adjusted p-values; docs/significance.md)")
+                            "(step-down max-t adjusted over the tasks; docs/significance.md)")
     for name in ("task", "model", "probe"):
         board.add_argument(f"--{name}", action="append", default=[], metavar="NAME[,NAME]",
                            help=f"only these {name}s (repeat or comma-separate)")
@@ -29,7 +29,7 @@ def add_parser(commands, common) -> None:
 
 def main(args) -> None:
     from evalsuite.reporting.commit import repair_half_commits
-    from evalsuite.reporting.compare import add_rank_intervals
+    from evalsuite.reporting.column_statistics import add_column_statistics
     from evalsuite.reporting.leaderboard import LEADERBOARD_FILE, read_rows
     from evalsuite.reporting.views import markdown_table, text_table, wide_csv_text
     from evalsuite.reporting.wide import Filters, build_wide_table
@@ -46,7 +46,7 @@ def main(args) -> None:
     table = build_wide_table(rows, args.split, args.metric, filters, source=str(source))
     table.notes += _left_out_probe_notes(rows, table, filters, args.metric)
     if args.split == "test":  # predictions are stored for the test split only
-        table = add_rank_intervals(table, args.out)
+        table = add_column_statistics(table, args.out)
     if args.plot:  # before the wide CSV is written: a refused --plot leaves nothing behind
         check_file_destination(Path(args.plot), "--plot")
     written = [_write_wide(table, args.out)]

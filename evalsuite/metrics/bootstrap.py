@@ -25,6 +25,10 @@ from evalsuite.metrics.ordinal import ORDINAL_METRIC, kappa_from_confusion
 
 BOOTSTRAP_DRAWS = 1000
 CONFIDENCE = 0.95
+# Every seed of a probe is scored on the same draws (this seed), and so are the report's marks and rank intervals:
+# a mean over seeds is then scored draw by draw, and its interval is that of the number shown.
+DRAW_SEED = 0
+DRAWS_SUFFIX = "_draws"  # a split scorer's per-draw scores of a metric, beside its "_ci" interval
 
 
 class _ClassRanks:
@@ -125,3 +129,20 @@ def cluster_index(groups, items: int) -> tuple[np.ndarray, int]:
         raise ValueError(f"{len(groups)} cluster ids for {items} test items")
     _, of_item = np.unique(np.asarray(groups), return_inverse=True)
     return of_item.reshape(-1), int(of_item.max()) + 1 if items else 0
+
+
+def with_draws(drawn: dict, confidence: float = CONFIDENCE) -> dict:
+    """A split scorer's interval entries from {metric: per-draw scores}: metric + "_ci" the percentile interval,
+    metric + DRAWS_SUFFIX the draws themselves (the runner averages a probe's seeds draw by draw with them)."""
+    found = {f"{name}_ci": percentile_interval(values, confidence) for name, values in drawn.items()}
+    return found | {f"{name}{DRAWS_SUFFIX}": np.asarray(values, dtype=np.float64) for name, values in drawn.items()}
+
+
+def percentile_interval(values: np.ndarray, confidence: float = CONFIDENCE) -> tuple:
+    """(low, high): the percentile interval of a score's bootstrap draws (nan draws left out; (nan, nan) if all are).
+    Every interval shown beside a number is this, of that number's own draws."""
+    values = np.asarray(values, dtype=np.float64)
+    if len(values) == 0 or np.isnan(values).all():
+        return (np.nan, np.nan)
+    tail = (1 - confidence) / 2 * 100
+    return (float(np.nanpercentile(values, tail)), float(np.nanpercentile(values, 100 - tail)))

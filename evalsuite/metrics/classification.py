@@ -17,7 +17,8 @@ about 1 ms per call, which the probes' val selection and few-shot's 100 support 
 import numpy as np
 
 from evalsuite.metrics.bootstrap import _ClassRanks, _confusion_metrics
-from evalsuite.metrics.intervals import bootstrap_intervals
+from evalsuite.metrics.bootstrap import with_draws
+from evalsuite.metrics.intervals import bootstrap_draw_scores
 from evalsuite.metrics.calibration import calibration_metrics
 from evalsuite.metrics.ordinal import ORDINAL_METRIC, quadratic_kappa
 
@@ -86,7 +87,6 @@ def classification_split_metrics(card, probe, features, labels, with_intervals: 
     ordinal = bool(getattr(card, "ordinal", False))
     metrics = compute_metrics(labels, proba, ordinal)
     if with_intervals:
-        metrics.update({f"{name}_ci": interval for name, interval in
-                        bootstrap_intervals(np.asarray(labels), proba, seed=seed, groups=groups,
-                                            ordinal=ordinal).items()})
+        drawn = bootstrap_draw_scores(np.asarray(labels), proba, seed=seed, groups=groups, ordinal=ordinal)
+        metrics.update(with_draws(drawn))
     return metrics

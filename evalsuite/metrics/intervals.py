@@ -11,7 +11,8 @@ sparse product (draw_scores.py), the calibration sums per confidence bin three m
 
 import numpy as np
 
-from evalsuite.metrics.bootstrap import BOOTSTRAP_DRAWS, CONFIDENCE, _ClassRanks, cluster_index
+from evalsuite.metrics.bootstrap import (BOOTSTRAP_DRAWS, CONFIDENCE, _ClassRanks, cluster_index,
+                                         percentile_interval)
 from evalsuite.metrics.calibration import CalibrationItems
 from evalsuite.metrics.draw_scores import CategorySums, confusion_scores, draw_blocks, macro_mean
 from evalsuite.metrics.ordinal import ORDINAL_METRIC, kappa_from_confusion
@@ -66,20 +67,20 @@ def bootstrap_intervals(y_true: np.ndarray, proba: np.ndarray, draws: int = BOOT
 
     `groups`: one cluster id per test item (e.g. its patient), or None for one cluster per item; `ordinal`: also
     the quadratic weighted kappa. With fewer than two clusters every interval is (nan, nan)."""
+    found = bootstrap_draw_scores(y_true, proba, draws, seed, groups, ordinal)
+    return {name: percentile_interval(values, confidence) for name, values in found.items()}
+
+
+def bootstrap_draw_scores(y_true: np.ndarray, proba: np.ndarray, draws: int = BOOTSTRAP_DRAWS, seed: int = 0,
+                          groups=None, ordinal: bool = False) -> dict:
+    """{metric: float64 [draws]}: every interval metric in each draw (no draws, [0], with fewer than two clusters)."""
     y_true = np.asarray(y_true, dtype=np.int64)
     items = proba.shape[0]
     metrics = DrawMetrics(y_true, np.asarray(proba, dtype=np.float64), ordinal)
     if cluster_index(groups, items)[1] < 2:
-        return {name: (np.nan, np.nan) for name in metrics.scores(np.ones((1, items)))}
+        return {name: np.zeros(0) for name in metrics.scores(np.ones((1, items)))}
     found = {}
     for weights in draw_blocks(groups, items, draws, seed, BLOCK_BYTES):
         for name, values in metrics.scores(weights).items():
             found.setdefault(name, []).append(values)
-    tail = (1 - confidence) / 2 * 100
-    return {name: _percentiles(np.concatenate(parts), tail) for name, parts in found.items()}
-
-
-def _percentiles(values: np.ndarray, tail: float) -> tuple:
-    if np.isnan(values).all():
-        return (np.nan, np.nan)
-    return (float(np.nanpercentile(values, tail)), float(np.nanpercentile(values, 100 - tail)))
+    return {name: np.concatenate(parts) for name, parts in found.items()}

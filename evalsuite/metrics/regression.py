@@ -32,7 +32,8 @@ from itertools import islice
 import numpy as np
 
 from evalsuite.errors import EvalsuiteError
-from evalsuite.metrics.bootstrap import BOOTSTRAP_DRAWS, CONFIDENCE, cluster_index, draw_weights
+from evalsuite.metrics.bootstrap import (BOOTSTRAP_DRAWS, CONFIDENCE, cluster_index, draw_weights,
+                                         percentile_interval, with_draws)
 
 DRAW_BLOCK_BYTES = 32 * 1024**2  # the item-by-draw arrays of one block of bootstrap draws take about this
 _BLOCK_ARRAYS = 8  # [items, draws] float64 arrays alive at once in the Spearman sweep of one target
@@ -205,23 +206,22 @@ def regression_intervals(targets, predictions, groups=None, draws: int = BOOTSTR
                          confidence: float = CONFIDENCE) -> dict:
     """{metric: (low, high)}: percentile bootstrap interval over resampled clusters (`groups`: one id per item, e.g.
     its patient or slide; None: items), drawn as bootstrap.py draws; (nan, nan) with fewer than two clusters."""
+    drawn = regression_draw_scores(targets, predictions, groups, draws, seed)
+    return {name: percentile_interval(values, confidence) for name, values in drawn.items()}
+
+
+def regression_draw_scores(targets, predictions, groups=None, draws: int = BOOTSTRAP_DRAWS, seed: int = 0) -> dict:
+    """{metric: float64 [draws]}, the mean over targets in each draw (no draws with fewer than two clusters)."""
     targets, predictions = _as_pair(targets, predictions)
     if cluster_index(groups, len(targets))[1] < 2:
-        return {name: (np.nan, np.nan) for name in REGRESSION_METRICS}
+        return {name: np.zeros(0) for name in REGRESSION_METRICS}
     split, drawn = _Split(targets, predictions), draw_weights(groups, len(targets), draws, seed)
     block = max(1, DRAW_BLOCK_BYTES // (8 * _BLOCK_ARRAYS * len(targets)))
     values = {name: [] for name in REGRESSION_METRICS}
     while columns := list(islice(drawn, block)):
         for name, per_target in split.per_target(np.stack(columns, axis=1)).items():
             values[name].append(_mean_over_defined(per_target, axis=0))
-    tail = (1 - confidence) / 2 * 100
-    return {name: _percentiles(np.concatenate(parts), tail) for name, parts in values.items()}
-
-
-def _percentiles(values: np.ndarray, tail: float) -> tuple[float, float]:
-    if np.isnan(values).all():  # no draw with a defined target
-        return float("nan"), float("nan")
-    return float(np.nanpercentile(values, tail)), float(np.nanpercentile(values, 100 - tail))
+    return {name: np.concatenate(parts) for name, parts in values.items()}
 
 
 def _undefined_reason(targets: np.ndarray, predictions: np.ndarray, index: int, names) -> str:
@@ -266,6 +266,5 @@ def regression_split_metrics(card, probe, features, targets, with_intervals: boo
         if values.any():
             metrics[f"{name}_undefined_targets"] = int(values.sum())
     if with_intervals:
-        intervals = regression_intervals(targets, predictions, groups, seed=seed)
-        metrics.update({f"{name}_ci": interval for name, interval in intervals.items()})
+        metrics.update(with_draws(regression_draw_scores(targets, predictions, groups, seed=seed)))
     return metrics

@@ -22,12 +22,11 @@ the resampled images, with no re-prediction. `ConfusionScorer` scores such draws
 `leaderboard --compare` and the rank intervals (evalsuite.metrics.significance).
 """
 
-import warnings
-
 import numpy as np
 
 from evalsuite.errors import EvalsuiteError
-from evalsuite.metrics.bootstrap import BOOTSTRAP_DRAWS, CONFIDENCE, cluster_index, draw_weights
+from evalsuite.metrics.bootstrap import (BOOTSTRAP_DRAWS, CONFIDENCE, cluster_index, draw_weights,
+                                         percentile_interval, with_draws)
 from evalsuite.metrics.draw_scores import macro_mean
 
 IGNORE_INDEX = 255
@@ -113,24 +112,22 @@ def weighted_segmentation_metrics(per_image: np.ndarray, weights: np.ndarray, na
 def segmentation_intervals(per_image: np.ndarray, names=None, groups=None, draws: int = BOOTSTRAP_DRAWS,
                            seed: int = 0, confidence: float = CONFIDENCE) -> dict:
     """{metric: (low, high)}: percentile bootstrap interval over resampled clusters of test images (`groups`: one
-    cluster id per image, None: each image its own); (nan, nan) with fewer than two clusters."""
+    cluster id per image, None: each image its own); (nan, nan) with fewer than two clusters or for a class absent
+    from the labels and never predicted (no score in any draw)."""
+    drawn = segmentation_draw_scores(per_image, names, groups, draws, seed)
+    return {name: percentile_interval(values, confidence) for name, values in drawn.items()}
+
+
+def segmentation_draw_scores(per_image: np.ndarray, names=None, groups=None, draws: int = BOOTSTRAP_DRAWS,
+                             seed: int = 0) -> dict:
+    """{metric: float64 [draws]} over resampled clusters of test images (no draws with fewer than two clusters)."""
     per_image = np.asarray(per_image)
     metric_names = metrics_from_confusion(per_image.sum(axis=0), names)
     if cluster_index(groups, len(per_image))[1] < 2:
-        return {name: (np.nan, np.nan) for name in metric_names}
+        return {name: np.zeros(0) for name in metric_names}
     values = [weighted_segmentation_metrics(per_image, w, names) for w in draw_weights(groups, len(per_image),
                                                                                         draws, seed)]
-    tail = (1 - confidence) / 2 * 100
-    return {name: _percentiles([v[name] for v in values], tail) for name in metric_names}
-
-
-def _percentiles(values: list, tail: float) -> tuple[float, float]:
-    values = np.asarray(values, dtype=np.float64)
-    if np.isnan(values).all():  # a class absent from the labels and never predicted: no score in any draw
-        return float("nan"), float("nan")
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", RuntimeWarning)
-        return float(np.nanpercentile(values, tail)), float(np.nanpercentile(values, 100 - tail))
+    return {name: np.array([v[name] for v in values], dtype=np.float64) for name in metric_names}
 
 
 class ConfusionScorer:
@@ -182,7 +179,6 @@ def segmentation_split_metrics(card, probe, features, labels, with_intervals: bo
                              f"{len(confusion)}; list one name per class id")
     metrics = metrics_from_confusion(confusion, card.classes)
     if with_intervals:
-        intervals = segmentation_intervals(per_image, card.classes, groups, seed=seed)
-        metrics.update({f"{name}_ci": interval for name, interval in intervals.items()})
+        metrics.update(with_draws(segmentation_draw_scores(per_image, card.classes, groups, seed=seed)))
         metrics[IMAGE_CONFUSIONS] = per_image
     return metrics

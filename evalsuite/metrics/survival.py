@@ -17,7 +17,7 @@ pass over every comparable pair per draw (12.5 million pairs for 5,000 slides).
 import numpy as np
 
 from evalsuite.errors import EvalsuiteError
-from evalsuite.metrics.bootstrap import BOOTSTRAP_DRAWS, CONFIDENCE, cluster_index
+from evalsuite.metrics.bootstrap import BOOTSTRAP_DRAWS, CONFIDENCE, cluster_index, percentile_interval, with_draws
 
 DRAW_BLOCK_BYTES = 64 * 1024**2  # the Fenwick tree of one block of bootstrap draws takes at most this
 
@@ -118,10 +118,15 @@ def c_index_interval(time, event, risk, draws: int = BOOTSTRAP_DRAWS, seed: int 
                      groups=None) -> tuple[float, float]:
     """Percentile bootstrap interval of the c-index over resampled clusters (`groups`: one id per slide, e.g. its
     patient; None: slides), drawn as bootstrap.py draws; (nan, nan) with fewer than two clusters."""
+    return percentile_interval(c_index_draw_scores(time, event, risk, draws, seed, groups), confidence)
+
+
+def c_index_draw_scores(time, event, risk, draws: int = BOOTSTRAP_DRAWS, seed: int = 0, groups=None) -> np.ndarray:
+    """float64 [draws]: the c-index in each draw (nan: no comparable pair drawn; none with fewer than two clusters)."""
     sweep = _Concordance(time, event, risk)
     cluster_of_item, clusters = cluster_index(groups, len(sweep.order))
     if clusters < 2:
-        return float("nan"), float("nan")
+        return np.zeros(0)
     rng = np.random.default_rng(seed)
     drawn = np.stack([np.bincount(rng.integers(0, clusters, size=clusters), minlength=clusters)
                       for _ in range(draws)], axis=1)  # [clusters, draws]
@@ -130,11 +135,7 @@ def c_index_interval(time, event, risk, draws: int = BOOTSTRAP_DRAWS, seed: int 
     for first in range(0, draws, block):
         concordant, comparable = sweep.counts(drawn[cluster_of_item, first : first + block].astype(np.float64))
         values.append(np.divide(concordant, comparable, out=np.full(len(comparable), np.nan), where=comparable > 0))
-    values = np.concatenate(values)
-    if np.isnan(values).all():
-        return float("nan"), float("nan")
-    tail = (1 - confidence) / 2 * 100
-    return float(np.nanpercentile(values, tail)), float(np.nanpercentile(values, 100 - tail))
+    return np.concatenate(values)
 
 
 def _c_index(targets: np.ndarray, risk: np.ndarray) -> float:
@@ -152,5 +153,6 @@ def survival_split_metrics(_card, probe, bags, targets, with_intervals: bool = F
     risk = np.asarray(probe.predict_risk(bags), dtype=np.float64)
     metrics = {name: float(fn(targets, risk)) for name, fn in SURVIVAL_METRICS.items()}
     if with_intervals:
-        metrics["c_index_ci"] = c_index_interval(targets[:, 0], targets[:, 1], risk, seed=seed, groups=groups)
+        metrics.update(with_draws({"c_index": c_index_draw_scores(targets[:, 0], targets[:, 1], risk, seed=seed,
+                                                                  groups=groups)}))
     return metrics

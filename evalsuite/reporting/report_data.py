@@ -2,15 +2,13 @@
 
 The report is a view: it reads, never writes. docs/report.md states every rule used here:
 - a cell (model x task) is the wide table's (reporting/wide.py): the probe chosen on val, the mean over seeds of the
-  task's headline metric on test, its rank and, where every model of the column stored predictions for the same
-  test items, its 95 % bootstrap rank interval;
-- its interval is the mean over seeds of each seed's 95 % test bootstrap interval (`ci_low`, `ci_high`);
-- `tied` marks a cell not significantly worse than the column's best: the paired test of `leaderboard --compare`
-  (best against each other model, on the same test items), p Holm-adjusted over the column's comparisons, tied
-  when p_holm >= 0.05. The best cell is tied with itself. Without predictions the mark is left out (None);
+  task's headline metric on test, its rank, and the column statistics of reporting/column_statistics.py, the same
+  `leaderboard` shows: the 95 % interval of the mean (its own bootstrap draws), the rank interval, and whether it
+  is in the column's 95 % model confidence set (`best_set`; None with `untested` = why, when the column could not
+  be tested);
 - the floor of a column is the mean of a `--random-init` model (its weights id says `random-init`);
 - the overall ranking is the mean over tasks of each model's rank, for models with every task; its interval is the
-  mean over tasks of the rank-interval bounds, when every task has them.
+  95 % bootstrap interval of that mean rank (every task re-ranked in each draw), when every task has draws.
 """
 
 import json
@@ -22,15 +20,14 @@ from pathlib import Path
 import numpy as np
 
 from evalsuite.errors import EvalsuiteError
-from evalsuite.metrics.bootstrap import BOOTSTRAP_DRAWS
-from evalsuite.metrics.significance import higher_is_better, holm
-from evalsuite.reporting.compare import PredictionsLoader, add_rank_intervals, compare_task, same_items
+from evalsuite.metrics.significance import higher_is_better
+from evalsuite.reporting.cell_draws import PredictionsLoader
+from evalsuite.reporting.column_statistics import add_column_statistics
 from evalsuite.reporting.leaderboard import LEADERBOARD_FILE, read_rows
 from evalsuite.reporting.report_beyond import beyond_rows, reliability_bins
 from evalsuite.reporting.results import RUNS_FOLDER
 from evalsuite.reporting.wide import Filters, build_wide_table
 
-ALPHA = 0.05
 RANDOM_INIT = "random-init"
 
 
@@ -45,10 +42,11 @@ class ReportCell:
     probe: str
     rank: float
     rank_interval: tuple | None
-    interval: tuple | None  # mean over seeds of the test bootstrap interval
+    interval: tuple | None  # the 95 % interval of `mean` (column_statistics.py)
     run_ids: tuple = ()
-    tied: bool | None = None  # not significantly worse than the column's best; None: not testable
-    p_holm: float | None = None  # against the column's best
+    best_set: bool | None = None  # in the column's 95 % model confidence set; None: not tested
+    best_set_p: float | None = None  # MCS p-value (in the set at level a when >= a)
+    untested: str = ""  # why the column could not be tested
     cost: dict = field(default_factory=dict)  # throughput_img_s, forward_img_s, gpu_hours_est, device_name
     provenance: dict = field(default_factory=dict)
     extra: dict = field(default_factory=dict)  # other test metrics of the chosen probe: calibration and the like
@@ -76,9 +74,9 @@ def collect(out_dir: Path, filters: Filters = Filters()) -> Report:
     rows = read_rows(source)
     if not rows:
         raise EvalsuiteError(f"{source} has no rows yet; run `evalsuite run` or `evalsuite sweep run` first")
-    loader = PredictionsLoader(out_dir)  # the rank intervals' draw scores are reused by the tie tests
-    table = add_rank_intervals(build_wide_table(rows, "test", None, filters, source=str(source)), out_dir,
-                               loader=loader)
+    loader = PredictionsLoader(out_dir)  # the column statistics' predictions are reused by the reliability plots
+    table = add_column_statistics(build_wide_table(rows, "test", None, filters, source=str(source)), out_dir,
+                                  loader=loader)
     by_key = _test_rows(rows)
     cells = {(row.model, task): _cell(row.model, task, table.metrics[task], cell, by_key)
              for row in table.rows for task, cell in row.cells.items()}
@@ -86,7 +84,7 @@ def collect(out_dir: Path, filters: Filters = Filters()) -> Report:
                     models=[row.model for row in table.rows], cells=cells, floors=_floors(rows, cells),
                     overall=_overall(table), notes=list(table.notes),
                     beyond=beyond_rows(rows, {row.model for row in table.rows}, set(table.tasks)))
-    _mark_ties(report, table, loader)
+    _add_reliability(report, table, loader)
     _add_provenance(report, out_dir)
     return report
 
@@ -104,10 +102,9 @@ def _test_rows(rows: list) -> dict:
 def _cell(model: str, task: str, metric: str, cell, by_key: dict) -> ReportCell:
     seeds = [by_key.get((model, task, cell.probe, seed, run_id), {}) for seed, run_id in zip(cell.seeds, cell.run_ids)]
     return ReportCell(model=model, task=task, metric=metric, mean=cell.mean, std=cell.std, seeds=cell.seeds,
-                      probe=cell.probe, rank=cell.rank, rank_interval=cell.rank_interval,
-                      interval=_mean_interval([s.get(metric) for s in seeds]), run_ids=tuple(cell.run_ids),
-                      cost=_cost(seeds, metric),
-                      extra=_extra_metrics(seeds, metric))
+                      probe=cell.probe, rank=cell.rank, rank_interval=cell.rank_interval, interval=cell.interval,
+                      run_ids=tuple(cell.run_ids), best_set=cell.best_set, best_set_p=cell.best_set_p,
+                      untested=cell.untested, cost=_cost(seeds, metric), extra=_extra_metrics(seeds, metric))
 
 
 def _number(text) -> float | None:
@@ -116,14 +113,6 @@ def _number(text) -> float | None:
     except (TypeError, ValueError):
         return None
     return value if math.isfinite(value) else None
-
-
-def _mean_interval(rows: list) -> tuple | None:
-    bounds = [(_number(r.get("ci_low")), _number(r.get("ci_high"))) for r in rows if r]
-    bounds = [b for b in bounds if None not in b]
-    if not bounds or len(bounds) != len(rows):
-        return None
-    return float(np.mean([b[0] for b in bounds])), float(np.mean([b[1] for b in bounds]))
 
 
 def _cost(seeds: list, metric: str) -> dict:
@@ -157,59 +146,22 @@ def _floors(rows: list, cells: dict) -> dict:
 
 def _overall(table) -> list:
     complete = [row for row in table.rows if all(task in row.cells for task in table.tasks)]
-    ranking = []
-    for row in complete:
-        ranks = [row.cells[task].rank for task in table.tasks]
-        intervals = [row.cells[task].rank_interval for task in table.tasks]
-        interval = None
-        if intervals and all(i is not None for i in intervals):
-            interval = (float(np.mean([i[0] for i in intervals])), float(np.mean([i[1] for i in intervals])))
-        ranking.append((row.model, float(np.mean(ranks)), interval))
+    ranking = [(row.model, float(np.mean([row.cells[task].rank for task in table.tasks])), row.mean_rank_interval)
+               for row in complete]
     return sorted(ranking, key=lambda entry: (entry[1], entry[0]))
 
 
-def _mark_ties(report: Report, table, loader: PredictionsLoader) -> None:
-    untested = []
-    for task in report.tasks:
-        ranked = [row for row in table.rows if task in row.cells]
-        try:
-            loaded = {row.model: loader.cell(row.model, task, row.cells[task]) for row in ranked}
-        except EvalsuiteError:
-            if len(ranked) > 1:  # a lone model has nothing to be tested against: no note for it
-                untested.append(task)
-            continue
-        _add_reliability(report, task, loaded)
-        if len(ranked) < 2:
-            continue
-        best = min(ranked, key=lambda row: (row.cells[task].rank, row.model)).model
-        if not all(same_items(loaded[best], other) for other in loaded.values()):
-            untested.append(task)
-            continue
-        _mark_column(report, task, best, loaded, loader)
-    if untested:
-        report.notes.append(f"no significance marks for {', '.join(untested)}: some of its runs stored no test "
-                            "predictions (made before they were stored, or of a kind that stores none) or were "
-                            "tested on other items; rerun them to get the marks")
-
-
-def _add_reliability(report: Report, task: str, loaded: dict) -> None:
-    for model, predictions in loaded.items():
-        if predictions.probas:  # classification; segmentation stores confusion counts instead
-            bins = reliability_bins(predictions.labels, predictions.probas[0])
-            report.cells[(model, task)] = replace(report.cells[(model, task)], reliability=bins)
-
-
-def _mark_column(report: Report, task: str, best: str, loaded: dict, loader: PredictionsLoader) -> None:
-    metric = report.metrics[task]
-    others = [model for model in loaded if model != best]
-    scores = loader.draw_scores(task, loaded, metric, BOOTSTRAP_DRAWS, 0)
-    tests = [compare_task(task, metric, loaded[best], loaded[model], (scores[best], scores[model])).result
-             for model in others]
-    adjusted = holm([test.p_value for test in tests]) if tests else []
-    report.cells[(best, task)] = replace(report.cells[(best, task)], tied=True)
-    for model, p_holm in zip(others, adjusted):
-        report.cells[(model, task)] = replace(report.cells[(model, task)], tied=bool(p_holm >= ALPHA),
-                                              p_holm=float(p_holm))
+def _add_reliability(report: Report, table, loader: PredictionsLoader) -> None:
+    """The first seed's reliability bins of every classification cell whose predictions are stored."""
+    for row in table.rows:
+        for task, cell in row.cells.items():
+            try:
+                predictions = loader.cell(row.model, task, cell)
+            except EvalsuiteError:
+                continue
+            if predictions.probas:  # classification; segmentation stores confusion counts instead
+                bins = reliability_bins(predictions.labels, predictions.probas[0])
+                report.cells[(row.model, task)] = replace(report.cells[(row.model, task)], reliability=bins)
 
 
 def _add_provenance(report: Report, out_dir: Path) -> None:

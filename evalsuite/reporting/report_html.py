@@ -21,13 +21,13 @@ DASH = "–"
 LEGEND = (
     "Each cell: the mean over seeds of the task's headline metric on test (± sample std over seeds when there are "
     "several) for the probe chosen on val, whose name is shown small. <b>Bold</b>: the best mean of the column "
-    "(rank 1). <span class=\"tied\">≈</span>: not significantly worse than the best: the paired test of "
-    "<code>evalsuite leaderboard --compare</code> (the best against each other model, on the same test items), "
-    "p Holm-adjusted over the column's comparisons, marked when p_holm ≥ 0.05 (hover the mark for p_holm). No mark: "
-    "significantly worse, or the column could not be tested (runs without stored test predictions, see the notes). "
-    "[lo, hi]: the mean over seeds of each seed's 95 % test bootstrap interval. #r (lo–hi): the rank (1 = best, tied "
-    "means share the average rank) and its 95 % bootstrap rank interval over the test items. Random-init floor: "
-    "the mean of a <code>--random-init</code> model on the task.")
+    "(rank 1). <span class=\"inset\">◆</span>: in the column's 95 % model confidence set, the models that cannot "
+    "be told apart from the best (Hansen, Lunde &amp; Nason 2011, on the test items' bootstrap draws; the chance "
+    "that a model as good as the best is left out is at most 5 %, the choice of the best included; hover the mark "
+    "for the model's MCS p-value). No mark: outside the set. <span class=\"untested\">?</span>: the column could "
+    "not be tested (the notes say why). [lo, hi]: the 95 % bootstrap interval of the mean shown (over the same draws "
+    "as the marks). #r (lo–hi): the rank (1 = best, tied means share the average rank) and its 95 % bootstrap rank "
+    "interval over the test items. Random-init floor: the mean of a <code>--random-init</code> model on the task.")
 STYLE = """
 body{font:14px/1.45 system-ui,-apple-system,"Segoe UI",Roboto,"Helvetica Neue",Arial,sans-serif;color:#1d232a;
 max-width:1200px;margin:0 auto;padding:1.5rem}
@@ -38,7 +38,7 @@ th,td{padding:.3rem .55rem;border-bottom:1px solid #e5e8eb;text-align:left;verti
 thead th{background:#eef1f4}tbody tr:nth-child(even){background:#f7f8fa}td.cell{white-space:nowrap}
 #overview tbody th{position:sticky;left:0;background:#fff}#overview tbody tr:nth-child(even) th{background:#f7f8fa}
 .scroll{overflow-x:auto}.sub,small,.muted{color:#68707a;font-size:.82em}.muted{font-size:.9em}
-.tied{color:#08784f;font-weight:700}.missing{color:#aab;text-align:center}
+.inset{color:#08784f;font-weight:700}.untested{color:#a05a00;font-weight:700}.missing{color:#aab;text-align:center}
 tr.floor th,tr.floor td{font-style:italic;color:#68707a;border-top:2px solid #c9d0d8}
 details{margin:.2rem 0}summary{cursor:pointer}
 dl{display:grid;grid-template-columns:max-content 1fr;gap:.1rem 1rem;margin:.4rem 0 .4rem 1rem}
@@ -116,8 +116,7 @@ def _overview_cell(cell, best_rank: float | None) -> str:
     is_best = best_rank is not None and cell.rank == best_rank
     mean = f"<b>{_num(cell.mean)}</b>" if is_best else _num(cell.mean)
     spread = f' <span class="sub">± {_num(cell.std)}</span>' if cell.std is not None and len(cell.seeds) > 1 else ""
-    mark = (f' <span class="tied" title="p_holm = {_num(cell.p_holm, 3)}">≈</span>'
-            if cell.tied is True and not is_best else "")
+    mark = _set_mark(cell)
     interval = f'<br><span class="sub">[{_num(cell.interval[0])}, {_num(cell.interval[1])}]</span>' \
         if cell.interval else ""
     rank_interval = f" ({_rank(cell.rank_interval[0])}–{_rank(cell.rank_interval[1])})" if cell.rank_interval else ""
@@ -127,6 +126,14 @@ def _overview_cell(cell, best_rank: float | None) -> str:
             f"{rank_interval}</span> <small>{_esc(cell.probe)}</small></td>")
 
 
+def _set_mark(cell) -> str:
+    if cell.best_set is True:
+        return f' <span class="inset" title="in the 95 % best set; MCS p = {_num(cell.best_set_p, 3)}">◆</span>'
+    if cell.untested:
+        return f' <span class="untested" title="not tested: {_esc(cell.untested)}">?</span>'
+    return ""
+
+
 def _overall(report: Report) -> str:
     rows = [[f"<td>{_esc(model)}</td>", f"<td>{_num(rank, 2)}</td>",
              f"<td>{f'{_num(interval[0], 2)}–{_num(interval[1], 2)}' if interval else DASH}</td>"]
@@ -134,7 +141,8 @@ def _overall(report: Report) -> str:
     ranked = {model for model, _, _ in report.overall}
     left_out = [model for model in report.models if model not in ranked]
     rule = ("The mean over tasks of each model's rank (1 = best), for models with every task; its interval is the "
-            "mean over tasks of the 95 % rank-interval bounds, when every task has them. ")
+            "95 % bootstrap interval of that mean rank: every task re-ranked in each draw of its test items, the "
+            "ranks averaged over tasks, when every task has draws (else a note names the task that has none). ")
     rule += (f"Left out (missing a task): {', '.join(map(_esc, left_out))}." if left_out
              else "Every model has every task.")
     return f"<h2>Overall ranking</h2><p>{rule}</p>" + _table("overall", ["model", "mean rank", "interval"], rows)

@@ -1,14 +1,17 @@
 """The report's overview as text: a Markdown table (for a README or an issue) and a LaTeX booktabs table (for a
-paper). Both come from the same `Report` as the HTML page: best per column in bold, `≈` (LaTeX `$\\approx$`) on a
-cell not significantly worse than the best, the random-init floor as the last row, the rules in a footnote."""
+paper). Both come from the same `Report` as the HTML page: best per column in bold, `◆` (LaTeX `$^\\diamond$`) on
+each cell in the column's 95 % model confidence set, `?` on a column that could not be tested, the random-init
+floor as the last row, the rules in a footnote."""
 
 import math
 
 from evalsuite.reporting.report_data import Report
 
-RULES = ("bold: the best mean of the column; ≈: not significantly worse than the best (paired test of "
-         "`leaderboard --compare` on the same test items, Holm-adjusted over the column, p ≥ 0.05); [lo, hi]: mean "
-         "over seeds of the 95 % test bootstrap interval; #r (lo-hi): rank and 95 % bootstrap rank interval")
+IN_SET, UNTESTED = "◆", "?"
+RULES = ("bold: the best mean of the column; ◆: in the column's 95 % model confidence set, the models that cannot be "
+         "told apart from the best (Hansen, Lunde and Nason 2011, on the test items' bootstrap draws); no mark: "
+         "outside it; ?: the column could not be tested (the report's notes say why); [lo, hi]: the 95 % bootstrap "
+         "interval of the mean shown; #r (lo-hi): rank and 95 % bootstrap rank interval")
 _LATEX_SPECIAL = {"\\": r"\textbackslash{}", "&": r"\&", "%": r"\%", "$": r"\$", "#": r"\#", "_": r"\_",
                   "{": r"\{", "}": r"\}", "~": r"\textasciitilde{}", "^": r"\textasciicircum{}"}
 
@@ -35,7 +38,7 @@ def _markdown_cell(cell, best_rank) -> str:
         return "–"
     text = _value(cell.mean)
     text = f"**{text}**" if cell.rank == best_rank else text
-    mark = " ≈" if cell.tied and cell.rank != best_rank else ""
+    mark = {True: f" {IN_SET}", False: ""}.get(cell.best_set, f" {UNTESTED}" if cell.untested else "")
     interval = f" [{_value(cell.interval[0])}, {_value(cell.interval[1])}]" if cell.interval else ""
     return f"{text}{mark}{interval} {_rank(cell)}"
 
@@ -56,9 +59,13 @@ def markdown_report(report: Report) -> str:
         lines.append("| " + " | ".join(["*random-init floor*", *floors]) + " |")
     lines += ["", RULES + "."]
     if report.overall:
-        lines += ["", "Overall (mean rank over tasks): " + ", ".join(
-            f"{model} {rank:.2f}" for model, rank, _ in report.overall) + "."]
+        lines += ["", "Overall (mean rank over tasks, 95 % bootstrap interval): " + ", ".join(
+            f"{model} {rank:.2f}{_overall_interval(interval)}" for model, rank, interval in report.overall) + "."]
     return "\n".join(lines)
+
+
+def _overall_interval(interval) -> str:
+    return f" ({interval[0]:.2f}-{interval[1]:.2f})" if interval else ""
 
 
 def _latex_escape(text: str) -> str:
@@ -70,7 +77,7 @@ def _latex_cell(cell, best_rank) -> str:
         return "--"
     text = _value(cell.mean)
     text = f"\\textbf{{{text}}}" if cell.rank == best_rank else text
-    mark = r"$^{\approx}$" if cell.tied and cell.rank != best_rank else ""
+    mark = {True: r"$^{\diamond}$", False: ""}.get(cell.best_set, r"$^{?}$" if cell.untested else "")
     interval = f" {{\\scriptsize [{_value(cell.interval[0])}, {_value(cell.interval[1])}]}}" if cell.interval else ""
     return f"{text}{mark}{interval}"
 
@@ -88,8 +95,7 @@ def latex_report(report: Report) -> str:
     if report.floors:
         floors = [_value(report.floors[task][1]) if task in report.floors else "--" for task in report.tasks]
         lines += [r"\midrule", " & ".join([r"\textit{random-init floor}", *floors]) + r" \\"]
-    caption = _latex_escape(RULES.replace("≈", "APPROX").replace("`leaderboard --compare`", "COMPARE"))
-    caption = caption.replace("APPROX", r"$\approx$").replace("≥", r"$\geq$").replace(
-        "COMPARE", r"\texttt{leaderboard -{}-compare}")
+    caption = _latex_escape(RULES.replace(IN_SET, "DIAMOND").replace(f"{UNTESTED}:", "UNTESTED:"))
+    caption = caption.replace("DIAMOND", r"$\diamond$").replace("UNTESTED:", r"$?$:")
     lines += [r"\bottomrule", r"\end{tabular}", f"\\caption{{{caption}.}}", r"\end{table}"]
     return "\n".join(lines)

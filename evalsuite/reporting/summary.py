@@ -1,5 +1,10 @@
 """One table per run for `run` and `show`: per probe and metric, the mean ± sample std over seeds of each split and
-the test's 95 % interval, so `--seeds 0,1,2` reads as one result instead of one table per seed."""
+the 95 % interval of the test number shown, so `--seeds 0,1,2` reads as one result instead of one table per seed.
+
+The interval is that of the number in the row: with one seed the seed's bootstrap interval, with several the
+percentile interval of the mean over seeds scored draw by draw (the run's `intervals_95_seed_mean`,
+metrics/seed_mean.py), the same bounds `leaderboard` and `report` give the cell. A run that has no such interval
+(made before it was stored, or a probe whose intervals are not drawn per seed) shows "-" for several seeds."""
 
 import math
 import statistics
@@ -15,12 +20,14 @@ def summary_lines(record: dict) -> list[str]:
     if not results:
         return []
     headline = (record.get("task") or {}).get("selection_metric")
+    means = ((record.get("intervals_95_seed_mean") or {}).get("test") or {})
     body = [row for probe in _probes_in_order(results)
-            for row in _probe_rows(probe, [r for r in results if r.get("probe") == probe], headline)]
+            for row in _probe_rows(probe, [r for r in results if r.get("probe") == probe], headline,
+                                   means.get(probe) or {})]
     seeds = sorted({r.get("seed") for r in results}, key=str)
     legend = (f"mean ± sample std over seeds {', '.join(map(str, seeds))} (no ± with one seed); test interval: the "
-              "95 % bootstrap interval of one seed; with several, the lowest and highest bound of the seeds' 95 % "
-              "intervals (their envelope, not an interval of the mean)")
+              "95 % bootstrap interval of the test number shown (with several seeds, of their mean, scored on the "
+              "same draws; docs/significance.md)")
     return [legend, format_table(["probe", "metric", *SPLIT_ORDER, "test interval"], body)]
 
 
@@ -28,11 +35,11 @@ def _probes_in_order(results: list) -> list:
     return list(dict.fromkeys(r.get("probe") for r in results))
 
 
-def _probe_rows(probe: str, results: list, headline: str | None) -> list[list[str]]:
+def _probe_rows(probe: str, results: list, headline: str | None, mean_intervals: dict) -> list[list[str]]:
     names = list(dict.fromkeys(name for r in results for split in r["metrics"].values() for name in split))
     names.sort(key=lambda name: name != headline)  # the card's headline first, the rest as the probe wrote them
-    return [[probe, name, *(_spread(results, split, name) for split in SPLIT_ORDER), _interval(results, name)]
-            for name in names]
+    return [[probe, name, *(_spread(results, split, name) for split in SPLIT_ORDER),
+             _interval(results, name, mean_intervals.get(name))] for name in names]
 
 
 def _spread(results: list, split: str, name: str) -> str:
@@ -47,11 +54,12 @@ def _spread(results: list, split: str, name: str) -> str:
     return f"{statistics.fmean(numbers):.4f} ± {std:.4f}"
 
 
-def _interval(results: list, name: str) -> str:
-    bounds = [(r.get("intervals_95") or {}).get("test", {}).get(name) for r in results]
-    pairs = [(float(b[0]), float(b[1])) for b in bounds
-             if isinstance(b, (list, tuple)) and len(b) == 2 and all(isinstance(x, (int, float)) for x in b)]
-    pairs = [p for p in pairs if not (math.isnan(p[0]) or math.isnan(p[1]))]
-    if not pairs:
+def _interval(results: list, name: str, mean_interval) -> str:
+    """The interval of the number shown: one seed's own, or the mean's over several seeds (else "-")."""
+    bounds = mean_interval if len(results) > 1 else (results[0].get("intervals_95") or {}).get("test", {}).get(name)
+    if not (isinstance(bounds, (list, tuple)) and len(bounds) == 2
+            and all(isinstance(x, (int, float)) and not isinstance(x, bool) for x in bounds)):
         return "-"
-    return f"[{min(p[0] for p in pairs):.4f}, {max(p[1] for p in pairs):.4f}]"
+    if math.isnan(bounds[0]) or math.isnan(bounds[1]):
+        return "-"
+    return f"[{bounds[0]:.4f}, {bounds[1]:.4f}]"

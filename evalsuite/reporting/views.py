@@ -1,32 +1,36 @@
 """Renderings of a WideTable: `leaderboard_wide.csv` (numbers, for pandas), a text table and Markdown (for people).
 
-Where the runs stored test predictions, a cell also shows its 95 % bootstrap rank interval, and a trailing `~`
-marks a model whose interval overlaps the task leader's: on these test items it is not separable from the best
-(evalsuite.reporting.compare.overlaps_leader, docs/significance.md)."""
+A cell shows its mean over seeds, the 95 % interval of that mean, and where the column's runs stored test
+predictions its 95 % bootstrap rank interval and a trailing mark: `*` in the column's 95 % model confidence set
+(cannot be told apart from the best), `?` the column could not be tested (a note says why); no mark: outside the
+set. reporting/column_statistics.py computes them; docs/significance.md has the procedures."""
 
 import csv
 import io
 from collections import defaultdict
 from pathlib import Path
 
-from evalsuite.reporting.compare import overlaps_leader
 from evalsuite.reporting.leaderboard import format_table
 from evalsuite.reporting.wide import Cell, WideTable
 from evalsuite.storage.fsio import fs_errors, write_atomically
 
 WIDE_FILE = "leaderboard_wide.csv"
 # Per task, in this order after the task's mean column (named after the task itself).
-TASK_FIELDS = ("std", "n_seeds", "rank", "probe", "metric", "rank_low", "rank_high")
+TASK_FIELDS = ("std", "n_seeds", "rank", "probe", "metric", "rank_low", "rank_high", "ci_low", "ci_high",
+               "in_best_set", "best_set_p")
+IN_SET, UNTESTED = "*", "?"
 
 
 def wide_csv_text(table: WideTable) -> str:
-    header = ["model", "split", "rank_sum", "mean_over_tasks", "n_tasks"]
+    header = ["model", "split", "rank_sum", "mean_over_tasks", "n_tasks", "mean_rank_low", "mean_rank_high"]
     header += [name for task in table.tasks for name in [task] + [f"{task}_{f}" for f in TASK_FIELDS]]
     buffer = io.StringIO()
     writer = csv.writer(buffer, lineterminator="\n")
     writer.writerow(header + ["weights_id"])
     for row in table.rows:
-        fields = [row.model, table.split, _number(row.rank_sum, "g"), _number(row.mean_over_tasks), len(row.cells)]
+        low, high = row.mean_rank_interval or (None, None)
+        fields = [row.model, table.split, _number(row.rank_sum, "g"), _number(row.mean_over_tasks), len(row.cells),
+                  _number(low, "g"), _number(high, "g")]
         for task in table.tasks:
             fields += _cell_fields(row.cells.get(task), table.metrics[task])
         writer.writerow(fields + [";".join(row.weights_ids)])
@@ -35,10 +39,13 @@ def wide_csv_text(table: WideTable) -> str:
 
 def _cell_fields(cell: Cell | None, metric: str) -> list:
     if cell is None:
-        return ["", "", "", "", "", metric, "", ""]
+        return ["", "", "", "", "", metric] + [""] * 6
     low, high = cell.rank_interval or (None, None)
+    ci_low, ci_high = cell.interval or (None, None)
+    in_set = "" if cell.best_set is None else int(cell.best_set)
     return [_number(cell.mean), _number(cell.std), len(cell.seeds), _number(cell.rank, "g"), cell.probe, metric,
-            _number(low, "g"), _number(high, "g")]
+            _number(low, "g"), _number(high, "g"), _number(ci_low), _number(ci_high), in_set,
+            _number(cell.best_set_p, ".4g")]
 
 
 def _number(value: float | None, spec: str = ".6f") -> str:
@@ -75,25 +82,29 @@ def _legend(table: WideTable) -> list[str]:
         tasks_by_metric[table.metrics[task]].append(task)
     metrics = "; ".join(f"{metric} ({', '.join(tasks)})" for metric, tasks in tasks_by_metric.items())
     legend = [f"{table.split} split, {metrics}",
-              "cell: mean ± sample std over seeds [probe chosen on val, seeds, rank]; "
+              "cell: mean ± sample std over seeds [95 % interval of the mean] [probe chosen on val, seeds, rank]; "
               "latest run per model/task/probe/seed"]
-    if any(cell.rank_interval for row in table.rows for cell in row.cells.values()):
-        legend.append("#rank (low-high): 95 % bootstrap rank interval over test items; "
-                      "~ its interval overlaps the task leader's (not separable from the best)")
+    cells = [cell for row in table.rows for cell in row.cells.values()]
+    if any(cell.rank_interval for cell in cells):
+        legend.append("#rank (low-high): 95 % bootstrap rank interval over test items")
+    if any(cell.best_set is not None or cell.untested for cell in cells):
+        legend.append(f"{IN_SET} in the column's 95 % model confidence set (cannot be told apart from the best; "
+                      f"no mark: outside it); {UNTESTED} not tested (a note says why)")
     return legend
 
 
 def _display_rows(table: WideTable) -> tuple[list, list]:
     header = ["model", "rank_sum", "mean_over_tasks"] + table.tasks
     body = [[row.model, _number(row.rank_sum, "g") or "-", _number(row.mean_over_tasks, ".4f") or "-"]
-            + [_cell_text(table, task, row.model, row.cells.get(task)) for task in table.tasks] for row in table.rows]
+            + [cell_text(row.cells.get(task)) for task in table.tasks] for row in table.rows]
     return header, body
 
 
-def _cell_text(table: WideTable, task: str, model: str, cell: Cell | None) -> str:
+def cell_text(cell: Cell | None) -> str:
     if cell is None:
         return "-"
     spread = "" if cell.std is None else f" ± {cell.std:.4f}"
+    bounds = f" [{cell.interval[0]:.4f}, {cell.interval[1]:.4f}]" if cell.interval else ""
     interval = f" ({cell.rank_interval[0]:g}-{cell.rank_interval[1]:g})" if cell.rank_interval else ""
-    mark = "~" if overlaps_leader(table, task, model) else ""
-    return f"{cell.mean:.4f}{spread} [{cell.probe}, {len(cell.seeds)}, #{cell.rank:g}{interval}]{mark}"
+    mark = UNTESTED if cell.untested else IN_SET if cell.best_set else ""
+    return f"{cell.mean:.4f}{spread}{bounds} [{cell.probe}, {len(cell.seeds)}, #{cell.rank:g}{interval}]{mark}"

@@ -215,11 +215,15 @@ def test_the_scorer_reports_the_probes_metrics_and_seeded_intervals():
     y, p = _data(45, 3, seed=13)
     slides = np.arange(45) // 5
     scored = regression_split_metrics(CARD, _Probe(p), "features", y, with_intervals=True, groups=slides, seed=2)
-    assert list(scored) == ["pearson", "spearman", "mse", "r2", "pearson_ci", "spearman_ci", "mse_ci", "r2_ci"]
+    assert list(scored) == ["pearson", "spearman", "mse", "r2", "pearson_ci", "spearman_ci", "mse_ci", "r2_ci",
+                            "pearson_draws", "spearman_draws", "mse_draws", "r2_draws"]
     reference = _reference(y, p.astype(np.float32))
     for name in REGRESSION_METRICS:
         assert scored[name] == pytest.approx(reference[name].mean(), abs=1e-10)
         assert scored[f"{name}_ci"] == regression_intervals(y, p.astype(np.float32), slides, seed=2)[name]
-    assert scored == regression_split_metrics(CARD, _Probe(p), "features", y, with_intervals=True, groups=slides,
-                                              seed=2)
+        # The draws the interval is the percentile interval of (the runner averages seeds with them).
+        assert scored[f"{name}_draws"].shape == (1000,)
+        assert scored[f"{name}_ci"] == pytest.approx(np.nanpercentile(scored[f"{name}_draws"], [2.5, 97.5]))
+    again = regression_split_metrics(CARD, _Probe(p), "features", y, with_intervals=True, groups=slides, seed=2)
+    assert all(np.array_equal(again[k], v) for k, v in scored.items())
     assert "pearson_ci" not in regression_split_metrics(CARD, _Probe(p), "features", y)

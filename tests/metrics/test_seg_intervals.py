@@ -114,9 +114,10 @@ def test_the_scorer_with_intervals_keeps_the_metric_and_returns_the_per_image_co
     scored = segmentation_split_metrics(card, probe, *test, with_intervals=True, groups=groups, seed=0)
     per_image = scored.pop(IMAGE_CONFUSIONS)
     assert per_image.shape == (10, 3, 3) and np.array_equal(per_image.sum(axis=0), probe.confusion_matrix(*test))
-    _same({k: v for k, v in scored.items() if not k.endswith("_ci")}, plain)
-    assert {k[:-3] for k in scored if k.endswith("_ci")} == set(plain)
+    _same({k: v for k, v in scored.items() if not k.endswith(("_ci", "_draws"))}, plain)
+    assert {k[:-3] for k in scored if k.endswith("_ci")} == set(plain) == {k[:-6] for k in scored if k.endswith("_draws")}
     assert scored["dice_fg_mean_ci"] == segmentation_intervals(per_image, card.classes, groups, seed=0)["dice_fg_mean"]
+    assert scored["dice_fg_mean_ci"] == pytest.approx(np.percentile(scored["dice_fg_mean_draws"], [2.5, 97.5]))
     low, high = scored["dice_fg_mean_ci"]
     assert low <= plain["dice_fg_mean"] <= high and low < high
 

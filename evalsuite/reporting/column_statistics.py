@@ -1,0 +1,163 @@
+"""What the wide table says about each task column beyond its means, from every model's scores on shared draws.
+
+For each task whose models stored test predictions for the same test items (reporting/cell_draws.py), the models'
+scores in the same 1000 cluster-bootstrap draws (bootstrap.DRAW_SEED) give:
+- each cell's `interval`: the percentile interval of its own mean's draws (the mean over seeds in every draw), the
+  interval of the number in the cell;
+- each cell's `rank_interval`: its rank among the column's models in every draw, 2.5th and 97.5th percentiles;
+- the column's model confidence set (metrics/multiple_comparisons.py): `best_set` True for the models that cannot be
+  told apart from the best at 95 %, with the family-wise error controlled including the choice of the best;
+- per model with every task, the interval of its mean rank over tasks: every task re-ranked in each draw (draw b of
+  every task together), the mean over tasks, percentiles.
+A column that cannot be tested (no stored predictions, other test items, one cluster, a metric not scored from
+items) gets `untested` = why on each cell, and a note naming the task; never a reading of "worse". Cells without
+draws keep the interval the runs recorded for the same number where there is one: one seed's own interval (the
+leaderboard row's ci_low, ci_high), or for several seeds of one run the run's interval of their mean
+(`intervals_95_seed_mean`). docs/significance.md has the procedures.
+"""
+
+import json
+from dataclasses import replace
+from pathlib import Path
+
+import numpy as np
+
+from evalsuite.errors import EvalsuiteError
+from evalsuite.metrics.bootstrap import BOOTSTRAP_DRAWS, CONFIDENCE, DRAW_SEED, cluster_index, percentile_interval
+from evalsuite.metrics.multiple_comparisons import model_confidence_set
+from evalsuite.metrics.segmentation import has_confusion_form
+from evalsuite.metrics.significance import average_ranks, has_item_form, higher_is_better, ranks_from_scores
+from evalsuite.reporting.cell_draws import PredictionsLoader, same_items
+from evalsuite.reporting.results import RUNS_FOLDER
+from evalsuite.reporting.wide import RUN_COLUMN_METRICS, WideTable
+
+NO_PREDICTIONS = ("a run has no stored test predictions (made before they were stored, or of a task kind that "
+                  "stores none): rerun it to test the column")
+
+
+def add_column_statistics(table: WideTable, out_dir: Path, loader: PredictionsLoader | None = None,
+                          draws: int = BOOTSTRAP_DRAWS, seed: int = DRAW_SEED) -> WideTable:
+    """The table with every column's intervals, rank intervals and best set where its draws exist, notes where
+    not, and each complete model's mean-rank interval. `loader`: one whose draw scores later tests reuse."""
+    loader = loader or PredictionsLoader(out_dir)
+    drawn, untested, unclustered = {}, {}, []
+    for task in table.tasks:
+        ranked = [row for row in table.rows if task in row.cells]
+        scores, why = column_draws(table, task, loader, draws, seed)
+        if scores is None:
+            if why and len(ranked) > 1:  # a lone model has nothing to be told apart from: no mark, no note
+                untested[task] = why
+                _mark_untested(ranked, task, why)
+            continue
+        drawn[task] = scores
+        if loader.cell(ranked[0].model, task, ranked[0].cells[task]).clusters is None:
+            unclustered.append(task)
+        _fill_column(table, task, ranked, scores)
+    _fill_missing_intervals(table, Path(out_dir))
+    _add_mean_rank_intervals(table, drawn, untested)
+    table.notes += _notes(untested, unclustered)
+    return table
+
+
+def column_draws(table: WideTable, task: str, loader: PredictionsLoader, draws: int, seed: int) -> tuple:
+    """({model: (observed, float [draws])}, "") for a testable column, else (None, why not; "" for a per-run
+    column, which is not a score of test items)."""
+    metric = table.metrics[task]
+    if metric in RUN_COLUMN_METRICS:
+        return None, ""
+    if not (has_item_form(metric) or has_confusion_form(metric)):
+        return None, f"{metric} is not scored from per-item predictions, which its runs do not store"
+    ranked = [row for row in table.rows if task in row.cells]
+    try:
+        loaded = {row.model: loader.cell(row.model, task, row.cells[task]) for row in ranked}
+    except EvalsuiteError:
+        return None, NO_PREDICTIONS
+    reference = next(iter(loaded.values()))
+    if not all(same_items(reference, other) for other in loaded.values()):
+        return None, "its runs were tested on different items (another data root or split): rerun them on the same"
+    if cluster_index(reference.clusters, len(reference.labels))[1] < 2:
+        return None, f"its test split is one {reference.unit}: there is nothing to resample"
+    return loader.draw_scores(task, loaded, metric, draws, seed), ""
+
+
+def _mark_untested(ranked: list, task: str, why: str) -> None:
+    for row in ranked:
+        row.cells[task] = replace(row.cells[task], untested=why)
+
+
+def _fill_column(table: WideTable, task: str, ranked: list, scores: dict) -> None:
+    metric = table.metrics[task]
+    per_draw = {model: values for model, (_, values) in scores.items()}
+    ranks = ranks_from_scores(per_draw, metric) if len(ranked) > 1 else {}
+    best = model_confidence_set({m: observed for m, (observed, _) in scores.items()}, per_draw,
+                                higher_is_better(metric)) if len(ranked) > 1 else None
+    for row in ranked:
+        cell = row.cells[task]
+        changes = {"interval": percentile_interval(per_draw[row.model], CONFIDENCE)}
+        if row.model in ranks:
+            changes["rank_interval"] = ranks[row.model]
+        if best is not None:
+            changes.update(best_set=best.contains(row.model), best_set_p=best.p_values[row.model])
+        elif len(ranked) > 1:  # no draw in which every model's score is defined
+            changes["untested"] = "no bootstrap draw scored every model"
+        row.cells[task] = replace(cell, **changes)
+
+
+def _fill_missing_intervals(table: WideTable, out_dir: Path) -> None:
+    """Several seeds of one run without draws here (a regression or survival run): the run's interval of their
+    mean, when the run scored exactly the cell's seeds."""
+    for row in table.rows:
+        for task, cell in row.cells.items():
+            if cell.interval is None and len(cell.seeds) > 1 and len(set(cell.run_ids)) == 1:
+                found = _run_mean_interval(out_dir, cell.run_ids[0], cell.probe, table.metrics[task], cell.seeds)
+                if found is not None:
+                    row.cells[task] = replace(cell, interval=found)
+
+
+def _run_mean_interval(out_dir: Path, run_id: str, probe: str, metric: str, seeds: tuple) -> tuple | None:
+    try:
+        record = json.loads((out_dir / RUNS_FOLDER / f"{run_id}.json").read_text())
+        scored = sorted(str(r.get("seed")) for r in record.get("probes") or [] if r.get("probe") == probe)
+        bounds = record["intervals_95_seed_mean"]["test"][probe][metric]
+        low, high = float(bounds[0]), float(bounds[1])
+    except (OSError, ValueError, KeyError, TypeError, IndexError, AttributeError):
+        return None
+    if scored != sorted(str(s) for s in seeds) or np.isnan(low) or np.isnan(high):
+        return None
+    return low, high
+
+
+def _add_mean_rank_intervals(table: WideTable, drawn: dict, untested: dict) -> None:
+    complete = [row for row in table.rows if row.rank_sum is not None]
+    if not complete or any(table.metrics[t] in RUN_COLUMN_METRICS for t in table.tasks):
+        return
+    lacking = [task for task in table.tasks if task not in drawn]
+    if lacking:
+        table.notes.append(f"no interval of the mean rank over tasks: {', '.join(lacking)} "
+                           f"{'has' if len(lacking) == 1 else 'have'} no bootstrap draws "
+                           f"({'; '.join(f'{t}: {untested[t]}' for t in lacking if t in untested) or 'one model'})")
+        return
+    per_task = [_draw_ranks(drawn[task], [row.model for row in complete], higher_is_better(table.metrics[task]))
+                for task in table.tasks]
+    means = np.mean(per_task, axis=0)  # [draws, complete models]
+    tail = (1 - CONFIDENCE) / 2 * 100
+    low = np.percentile(means, tail, axis=0, method="lower")
+    high = np.percentile(means, 100 - tail, axis=0, method="higher")
+    for i, row in enumerate(complete):
+        row.mean_rank_interval = (float(low[i]), float(high[i]))
+
+
+def _draw_ranks(scores: dict, models: list, higher_better: bool) -> np.ndarray:
+    """[draws, len(models)]: each model's rank among every model of the column in each draw."""
+    column = sorted(scores)
+    ranks = average_ranks(np.stack([scores[m][1] for m in column], axis=1), higher_better)
+    return ranks[:, [column.index(m) for m in models]]
+
+
+def _notes(untested: dict, unclustered: list) -> list[str]:
+    notes = [f"{task} not tested (marked ?): {why}" for task, why in untested.items()]
+    if unclustered:
+        notes.append(f"intervals, rank intervals and best sets of {', '.join(unclustered)} treat the test items as "
+                     "independent (no patient or slide ids known); items of one slide are correlated, so they may "
+                     "be too narrow")
+    return notes
