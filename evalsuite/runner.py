@@ -13,10 +13,11 @@ import numpy as np
 
 from evalsuite.config import RunConfig
 from evalsuite.features.prepare import SPLITS, prepare_features, split_aliases, used_precision
-from evalsuite.metrics.bootstrap import independence_note, interval_clusters
+from evalsuite.metrics.bootstrap import DRAW_SEED, DRAWS_SUFFIX, independence_note, interval_clusters
 from evalsuite.metrics.group_robustness import DEFAULT_K as GROUP_K
 from evalsuite.metrics.group_robustness import METRIC as GROUP_METRIC
 from evalsuite.metrics.group_robustness import group_robustness, usable_k
+from evalsuite.metrics.seed_mean import TEST_DRAWS, seed_mean_intervals
 from evalsuite.metrics.segmentation import IMAGE_CONFUSIONS
 from evalsuite.models.backbones import build_backbone
 from evalsuite.probes import PROBES
@@ -82,11 +83,17 @@ def _run(config: RunConfig, dist, device, builds=None) -> dict | None:
     timings["features_s"] = sum(s.features_s for s in scored)
     timings["probes_s"] = sum(s.probes_s for s in scored)
     last = scored[-1]
+    # A mean over folds has no draws of its own (reporting/folds.py): only an unfolded run's seeds are averaged.
+    mean_intervals = seed_mean_intervals(last.probe_results) if not folds else {}
+    for result in (r for s in scored for r in s.probe_results):
+        result.pop(TEST_DRAWS, None)
     probe_results = merge_folds([s.probe_results for s in scored]) if folds else last.probe_results
     split_sizes = merged_sizes([s.split_sizes for s in scored]) if folds else last.split_sizes
     extracted = {split: sum(sum(s.features.extracted_per_rank[split]) for s in scored) for split in SPLITS}
     record = run_record(config, card, backbone, probe_results, extracted, timings, device,
                         used_precision(config, backbone, device))
+    if mean_intervals:  # the interval of each several-seed mean the summary shows (metrics/seed_mean.py)
+        record["intervals_95_seed_mean"] = {"test": mean_intervals}
     features = last.features
     keys = {fold_split(split, n): key for n, s in enumerate(scored) for split, key in s.features.keys.items()} \
         if folds else features.keys
@@ -96,14 +103,16 @@ def _run(config: RunConfig, dist, device, builds=None) -> dict | None:
     record["throughput"] = _fold_throughput([s.features.throughput for s in scored]) if folds else features.throughput
     if folds:
         record["folds"] = [{"fold": n, **reader.fold_samples(n), "scored": s.split_sizes} for n, s in enumerate(scored)]
-    note = independence_note(*last.test_clusters, last.split_sizes["test"], reader.clusters_fix)
+    note = independence_note(*last.test_clusters, last.split_sizes["test"], reader.clusters_fix) \
+        or getattr(reader, "intervals_note", None)  # e.g. HEST: a fold whose test is one patient has no interval
     if note and any(result.get("intervals_95") for result in probe_results):  # no clusters: say what that assumes
         record["intervals_note"] = note
     if features.slides:  # slide tasks: slides and tiles per split, and any slide left out with its reason
         record["slides"] = features.slides
     # What a metric's items and n_samples are: images/tiles, slides, or patients (survival scores patients).
     record["scored"] = {"unit": reader.scored_unit, **split_sizes}
-    rows = rows_from_record(record, split_sizes)
+    aliases = split_aliases(reader)  # HEST's val is train: no rows, or tables would choose probes on train scores
+    rows = [r for r in rows_from_record(record, split_sizes) if r["split"].split("_fold")[0] not in aliases]
     test_probas = {prediction_key(r["probe"], r["seed"]): r.pop("test_proba") for r in probe_results
                    if "test_proba" in r}
     test_confusions = {prediction_key(r["probe"], r["seed"]): r.pop("test_confusions") for r in probe_results
@@ -254,9 +263,12 @@ def _run_probe(recipe, card, split_data, device, seed: int, test_clusters=("tile
     # the items, not only the metric.
     test_proba = {"test_proba": np.asarray(probe.predict_proba(split_data["test"][0]), dtype=np.float32)} \
         if kind.target == "class" and hasattr(probe, "predict_proba") else {}
-    intervals, unit, confusions = {}, {}, {}
+    intervals, unit, confusions, draws = {}, {}, {}, {}
     if kind.intervals:
-        scored = kind.score(card, probe, *split_data["test"], with_intervals=True, groups=test_clusters[1], seed=seed)
+        # Every seed on the same draws: the mean over seeds then has draws of its own (metrics/seed_mean.py).
+        scored = kind.score(card, probe, *split_data["test"], with_intervals=True, groups=test_clusters[1],
+                            seed=DRAW_SEED)
+        draws = {TEST_DRAWS: {k[:-len(DRAWS_SUFFIX)]: scored.pop(k) for k in list(scored) if k.endswith(DRAWS_SUFFIX)}}
         if IMAGE_CONFUSIONS in scored:  # segmentation: per-image pixel counts, what a paired comparison resamples
             confusions = {"test_confusions": scored.pop(IMAGE_CONFUSIONS)}
         intervals = {"test": {k[:-3]: list(v) for k, v in scored.items() if k.endswith("_ci")}}
@@ -264,7 +276,7 @@ def _run_probe(recipe, card, split_data, device, seed: int, test_clusters=("tile
         metrics["test"] = {k: v for k, v in scored.items() if not k.endswith("_ci")}
     return {**_recipe_fields(recipe), "seed": seed, "selected_params": probe.selected_params_,
             "metrics": metrics, "intervals_95": intervals, **unit, "fit_s": time.perf_counter() - started, **test_proba,
-            **confusions}
+            **confusions, **draws}
 
 
 class _TestPredictions:

@@ -68,6 +68,8 @@ def column_draws(table: WideTable, task: str, loader: PredictionsLoader, draws: 
     if not (has_item_form(metric) or has_confusion_form(metric)):
         return None, f"{metric} is not scored from per-item predictions, which its runs do not store"
     ranked = [row for row in table.rows if task in row.cells]
+    if not ranked:
+        return None, ""
     try:
         loaded = {row.model: loader.cell(row.model, task, row.cells[task]) for row in ranked}
     except EvalsuiteError:

@@ -7,8 +7,8 @@ Built from the long CSV's rows (evalsuite.reporting.leaderboard.read_rows) in fo
    lowest for ece, mce, brier, nll), never looking at test; an exact tie (at the ranking's 6 decimals) goes to
    the probe with the lower mean val NLL, a proper scoring rule, so a saturated val metric (1.000 for every
    probe) does not hand the cell to whichever probe sorts first by name; the name settles only what NLL cannot
-   (no NLL rows: survival, segmentation). The chosen probe's seeds on the requested split are summarised as
-   mean and sample std;
+   (no NLL rows: survival, segmentation). No genuine val (HEST's val is train): the card's recipe or an error
+   (reporting/no_val.py). The chosen probe's seeds on the requested split are summarised as mean and sample std;
 4. rank models per task (1 = best, ties share the average rank) and sum the ranks.
 `--metric throughput_img_s` (or forward_img_s) shows what extraction cost instead of a score: the probe is
 chosen on the task's headline metric as usual and the cell is the mean, over the chosen runs, of the
@@ -24,6 +24,8 @@ from dataclasses import dataclass, field
 
 from evalsuite.errors import EvalsuiteError
 from evalsuite.metrics.significance import higher_is_better
+from evalsuite.reporting.cell_intervals import with_seed_intervals
+from evalsuite.reporting.no_val import in_sample_val, probe_without_val
 
 SELECTION_SPLIT = "val"
 TIE_BREAK_METRIC = "nll"  # a proper scoring rule: it tells apart probes whose val metric saturates
@@ -43,6 +45,10 @@ class Cell:
     rank: float = math.nan
     run_ids: tuple = ()  # the run of each seed, in `seeds` order
     rank_interval: tuple | None = None  # (low, high) 95 % bootstrap rank interval, when predictions exist
+    interval: tuple | None = None  # (low, high) 95 % interval of `mean` (reporting/column_statistics.py)
+    best_set: bool | None = None  # in the column's 95 % model confidence set; None: not tested
+    best_set_p: float | None = None  # the model's MCS p-value (in the set at level a when >= a)
+    untested: str = ""  # why the column could not be tested, when it could not
 
 
 @dataclass
@@ -51,6 +57,7 @@ class ModelRow:
     cells: dict  # task -> Cell
     mean_over_tasks: float | None = None  # only when the model has every task (else not comparable)
     rank_sum: float | None = None
+    mean_rank_interval: tuple | None = None  # 95 % bootstrap interval of rank_sum / tasks (column_statistics.py)
     weights_ids: tuple = ()  # more than one: the model's cells come from different weights
 
 
@@ -78,12 +85,15 @@ def build_wide_table(rows: list[dict], split: str = "test", metric: str | None =
     _check_known(split, {r["split"] for r in rows}, "split", source)
     scores, runs = _scores(rows, chosen_on)
     shown, notes = (_run_column_scores(rows, chosen_on, metric, source) if by_run_column else (scores, []))
-    choice = _ProbeChoice(scores, _scores(rows, {task: TIE_BREAK_METRIC for task in chosen_on})[0], chosen_on, source)
+    choice = _ProbeChoice(scores, _scores(rows, {task: TIE_BREAK_METRIC for task in chosen_on})[0], chosen_on, source,
+                          in_sample_val(rows))
     cells = {key: _cell(choice, shown, runs, key, probes, split)
              for key, probes in _probes_per_cell(scores, split).items()}
     cells = {key: cell for key, cell in cells.items() if cell is not None}
     metrics = {task: metric for task in chosen_on} if by_run_column else chosen_on
     tasks = sorted(metrics)
+    if not by_run_column:  # one seed: its own interval is the interval of the cell's number
+        cells = with_seed_intervals(cells, rows, metrics, split)
     table_rows = _ranked_rows(cells, tasks, metrics)
     weights = _weights_by_model(rows)
     for table_row in table_rows:
@@ -200,12 +210,13 @@ class _ProbeChoice:
     tie_break: dict  # the same keys -> {seed: value} of TIE_BREAK_METRIC
     metrics: dict  # task -> metric
     source: str
+    in_sample: frozenset = frozenset()  # (model, task, probe) whose val rows are train's: not chosen on (no_val.py)
 
     def best(self, model: str, task: str, probes: list) -> str:
         val_means = self._val_means(self.scores, model, task, probes)
-        if not val_means:
-            raise EvalsuiteError(f"model '{model}' on task '{task}' has probes {', '.join(probes)} but no val rows "
-                                 f"in {self.source} to choose between them; pass --probe NAME")
+        in_sample = any((model, task, probe) in self.in_sample for probe in probes)
+        if in_sample or not val_means:
+            return probe_without_val(model, task, probes, in_sample, self.source)
         return choose_probe(val_means, self._val_means(self.tie_break, model, task, probes), self.metrics[task])
 
     @staticmethod

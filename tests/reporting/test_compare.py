@@ -10,7 +10,7 @@ from conftest import assert_one_line_error, run_cli
 
 from evalsuite.errors import EvalsuiteError
 from evalsuite.metrics.classification import compute_metrics
-from evalsuite.metrics.significance import holm
+from evalsuite.metrics.multiple_comparisons import stepdown_max_t
 from evalsuite.reporting.compare import compare_models
 from evalsuite.reporting.leaderboard import LEADERBOARD_FILE, append_rows, read_rows
 from evalsuite.reporting.predictions import load_predictions, predictions_path, save_predictions
@@ -96,7 +96,7 @@ def test_a_missing_or_damaged_predictions_file_is_one_line_naming_it_and_the_fix
     assert str(path) in str(error.value) and "damaged" in str(error.value) and "\n" not in str(error.value)
 
 
-def test_a_clearly_better_model_is_significant_on_every_task_with_holm_adjusted_p(board):
+def test_a_clearly_better_model_is_significant_on_every_task_with_step_down_adjusted_p(board):
     table, comparison = _compare(board, "good", "weak")
     by_task = {c.task: c for c in comparison.tasks}
     assert [c.verdict for c in comparison.tasks] == ["good better", "good better"]
@@ -105,28 +105,31 @@ def test_a_clearly_better_model_is_significant_on_every_task_with_holm_adjusted_
     cells = {row.model: row.cells for row in table.rows}
     assert by_task["t1"].result.a == pytest.approx(cells["good"]["t1"].mean, abs=1e-6)
     assert by_task["t1"].result.b == pytest.approx(cells["weak"]["t1"].mean, abs=1e-6)
-    raw = [c.result.p_value for c in comparison.tasks]
-    assert [c.p_holm for c in comparison.tasks] == pytest.approx(list(holm(raw)))
-    assert all(c.p_holm < 0.05 and c.result.low > 0 for c in comparison.tasks)
+    draws = np.stack([c.draws for c in comparison.tasks], axis=1)
+    adjusted = stepdown_max_t([c.result.difference for c in comparison.tasks], draws)
+    assert [c.p_adjusted for c in comparison.tasks] == pytest.approx(list(adjusted))
+    # No draw comes near the observed differences: the smallest attainable p, not multiplied by the 2 tasks.
+    assert [c.p_adjusted for c in comparison.tasks] == pytest.approx([1 / 301, 1 / 301])
+    assert all(c.result.low > 0 for c in comparison.tasks)
 
 
 def test_a_model_compared_with_itself_shows_no_difference(board):
     _, comparison = _compare(board, "good", "good")
     for task in comparison.tasks:
-        assert (task.result.difference, task.result.p_value, task.p_holm) == (0.0, 1.0, 1.0)
+        assert (task.result.difference, task.result.p_value, task.p_adjusted) == (0.0, 1.0, 1.0)
         assert task.verdict == "no significant difference"
 
 
 def test_a_model_a_few_items_apart_is_not_significantly_different(board):
     _, comparison = _compare(board, "good", "close", tasks=("t1",))
-    assert comparison.tasks[0].verdict == "no significant difference" and comparison.tasks[0].p_holm > 0.05
+    assert comparison.tasks[0].verdict == "no significant difference" and comparison.tasks[0].p_adjusted > 0.05
 
 
 def test_the_cli_prints_the_comparison(board):
     result = run_cli("leaderboard", "--out", board, "--compare", "good", "weak")
     assert result.returncode == 0, result.stderr
     lines = result.stdout.splitlines()
-    assert lines[0].startswith("A = good, B = weak") and "Holm" in lines[1]
+    assert lines[0].startswith("A = good, B = weak") and "step-down max-t over the 2 task(s)" in lines[1]
     t1 = next(line for line in lines if line.startswith("t1 "))
     assert t1.split()[:4] == ["t1", "balanced_accuracy", "150", "150"] and t1.endswith("good better")
     assert " mcnemar " in next(line for line in lines if line.startswith("t2 "))
@@ -151,26 +154,32 @@ def test_compare_errors_are_one_line(board):
     assert result.returncode == 2
 
 
-def test_the_wide_table_marks_models_whose_rank_interval_overlaps_the_leaders(board):
+def test_the_wide_table_marks_the_models_in_the_best_set(board):
     result = run_cli("leaderboard", "--out", board, "--task", "t1")
     assert result.returncode == 0, result.stderr
-    assert "~ its interval overlaps the task leader's" in result.stdout
+    assert "* in the column's 95 % model confidence set" in result.stdout
     rows = {line.split()[0]: line for line in result.stdout.splitlines()
             if line.split()[0] in {"good", "close", "weak"}}
-    assert rows["close"].endswith("~") and not rows["good"].endswith("~") and not rows["weak"].endswith("~")
+    assert rows["close"].endswith("*") and rows["good"].endswith("*") and rows["weak"].endswith("]")
     assert "#3 (3-3)]" in rows["weak"]
     written = pd.read_csv(board / "leaderboard_wide.csv").set_index("model")
     assert written.loc["weak", "t1_rank_low"] == 3 and written.loc["weak", "t1_rank_high"] == 3
     assert written.loc["good", "t1_rank_low"] == 1 and written.loc["close", "t1_rank_low"] <= 2
+    assert list(written["t1_in_best_set"]) == [1, 1, 0] and written.loc["weak", "t1_best_set_p"] < 0.05
+    assert (written["t1_ci_low"] < written["t1"]).all() and (written["t1"] < written["t1_ci_high"]).all()
 
 
-def test_a_task_with_a_run_lacking_predictions_gets_no_intervals_and_a_note(board):
+def test_a_task_with_a_run_lacking_predictions_is_marked_untested_with_a_note(board):
     add_model(board, "old", "t2", [_model(0.9, 6)], headline="accuracy", save=False)
     result = run_cli("leaderboard", "--out", board, "--format", "csv")
     assert result.returncode == 0, result.stderr
     written = pd.read_csv(io.StringIO(result.stdout)).set_index("model")
     assert written["t2_rank_low"].isna().all() and written["t1_rank_low"].notna().sum() == 3
-    assert "note: no rank intervals for t2" in result.stderr
+    assert written["t2_in_best_set"].isna().all() and written["t1_in_best_set"].notna().sum() == 3
+    assert "note: t2 not tested (marked ?): a run has no stored test predictions" in result.stderr
+    # The untested column's cells carry "?", never the "outside the set" reading of no mark.
+    text = run_cli("leaderboard", "--out", board, "--task", "t2")
+    assert all(line.endswith("?") for line in text.stdout.splitlines() if line.split()[0] in {"good", "weak", "old"})
 
 
 def test_metric_throughput_reads_the_runs_column_and_ranks_higher_first(board):
@@ -221,8 +230,8 @@ def test_without_clusters_compare_and_rank_intervals_say_they_assume_independent
         f"note: t1: {INDEPENDENT}", f"note: t2: {INDEPENDENT}"]
     table = run_cli("leaderboard", "--out", board)
     assert table.returncode == 0, table.stderr
-    assert "note: rank intervals of t1, t2 treat the test items as independent (no patient or slide ids known)" \
-        in table.stderr
+    assert ("note: intervals, rank intervals and best sets of t1, t2 treat the test items as independent (no patient "
+            "or slide ids known)") in table.stderr
 
 
 def test_with_clusters_there_is_no_independence_note(tmp_path):

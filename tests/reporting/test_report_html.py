@@ -32,16 +32,20 @@ def cell(model, task, mean, rank, hours=None, **fields) -> ReportCell:
 
 
 def hand_made() -> Report:
-    """t1: A 0.90 best, B 0.88 tied (p_holm 0.4), C 0.70 not tied (p_holm 0.01), ODD 0.50 (the random-init floor).
-    t2 untested (tied None), no intervals, ODD missing. GPU hours over both tasks: A 2.0, B 1.0, C 1.6 and mean
+    """t1: A 0.90 best, B 0.88 in the best set (MCS p 0.4), C 0.70 outside it (p 0.01), ODD 0.50 (the random-init
+    floor). t2 untested (best_set None, a reason), no intervals, ODD missing. GPU hours over both tasks: A 2.0, B 1.0, C 1.6 and mean
     scores A 0.85, B 0.815, C 0.71: B is cheaper and better than C, so the front is B then A."""
-    t1 = [cell("A", "t1", 0.90, 1.0, 1.0, rank_interval=(1.0, 2.0), interval=(0.85, 0.95), tied=True,
-               provenance=PROVENANCE),
-          cell("B", "t1", 0.88, 2.0, 0.5, rank_interval=(1.0, 2.0), interval=(0.83, 0.93), tied=True, p_holm=0.4),
-          cell("C", "t1", 0.70, 3.0, 0.8, rank_interval=(3.0, 3.0), interval=(0.64, 0.76), tied=False, p_holm=0.01),
+    t1 = [cell("A", "t1", 0.90, 1.0, 1.0, rank_interval=(1.0, 2.0), interval=(0.85, 0.95), best_set=True,
+               best_set_p=1.0, provenance=PROVENANCE),
+          cell("B", "t1", 0.88, 2.0, 0.5, rank_interval=(1.0, 2.0), interval=(0.83, 0.93), best_set=True,
+               best_set_p=0.4),
+          cell("C", "t1", 0.70, 3.0, 0.8, rank_interval=(3.0, 3.0), interval=(0.64, 0.76), best_set=False,
+               best_set_p=0.01),
           cell(ODD, "t1", 0.50, 4.0, std=None, seeds=(0,), rank_interval=(4.0, 4.0), interval=(0.4, 0.6),
-               tied=False, p_holm=0.001)]
-    t2 = [cell("A", "t2", 0.80, 1.0, 1.0), cell("B", "t2", 0.75, 2.0, 0.5), cell("C", "t2", 0.72, 3.0, 0.8)]
+               best_set=False, best_set_p=0.001)]
+    untested = "its test split is one patient: there is nothing to resample"
+    t2 = [cell("A", "t2", 0.80, 1.0, 1.0, untested=untested), cell("B", "t2", 0.75, 2.0, 0.5, untested=untested),
+          cell("C", "t2", 0.72, 3.0, 0.8, untested=untested)]
     return Report(source="out/leaderboard.csv", tasks=["t1", "t2"], metrics={"t1": "balanced_accuracy",
                                                                              "t2": "accuracy"},
                   models=["A", "B", "C", ODD], cells={(c.model, c.task): c for c in t1 + t2},
@@ -116,15 +120,18 @@ def test_every_present_cell_carries_its_mean_to_six_decimals(page):
         assert found["data-mean"] == f"{expected.mean:.6f}" and found["data-probe"] == expected.probe
 
 
-def test_best_is_bold_tied_cells_get_the_mark_and_others_none(page):
+def test_best_is_bold_the_best_set_is_marked_and_an_untested_column_has_its_own_mark(page):
     cells = overview_cells(page)
     best_classes, best = cells[("A", "t1")]
-    assert "best" in best_classes and "<b>0.9000</b>" in best and "≈" not in best
+    assert "best" in best_classes and "<b>0.9000</b>" in best and "◆" in best
     assert "[0.8500, 0.9500]" in best and "#1 (1–2)" in best and "± 0.0100" in best
-    assert "≈" in cells[("B", "t1")][1] and 'title="p_holm = 0.400"' in cells[("B", "t1")][1]
-    assert "≈" not in cells[("C", "t1")][1] and "≈" not in cells[(ODD, "t1")][1]
+    assert "◆" in cells[("B", "t1")][1] and "MCS p = 0.400" in cells[("B", "t1")][1]
+    assert "◆" not in cells[("C", "t1")][1] and "◆" not in cells[(ODD, "t1")][1]
+    assert "?" not in cells[("C", "t1")][1]  # outside the set: no mark at all
     assert "±" not in cells[(ODD, "t1")][1]  # one seed: no spread
-    assert all("≈" not in inner for (_, task), (_, inner) in cells.items() if task == "t2")  # untested column
+    for (_, task), (_, inner) in cells.items():
+        if task == "t2":  # untested: its own mark naming why, never the "outside the set" reading of no mark
+            assert "◆" not in inner and 'class="untested"' in inner and "nothing to resample" in inner
     assert "best" in cells[("A", "t2")][0] and "[" not in cells[("B", "t2")][1]  # no interval set
     assert sum("best" in classes for classes, _ in cells.values()) == 2
 
@@ -182,7 +189,7 @@ def test_missing_and_non_finite_numbers_print_as_a_dash():
     report = hand_made()
     nan = float("nan")
     report.cells[("C", "t1")] = dataclasses.replace(report.cells[("C", "t1")], mean=nan, std=nan, interval=(nan, nan),
-                                                    extra={"ece": nan}, p_holm=nan, tied=True)
+                                                    extra={"ece": nan}, best_set_p=nan, best_set=True)
     report.floors = {"t1": (ODD, math.inf)}
     page = html_report(report)
     assert not re.search(r"\b(nan|inf)\b", page, re.IGNORECASE)
@@ -200,7 +207,7 @@ def test_nice_axis_ticks_are_round_numbers():
 def test_a_30_model_20_task_page_stays_small():
     models, tasks = [f"model_{i:02d}_with_a_long_name" for i in range(30)], [f"task_{j:02d}" for j in range(20)]
     cells = {(m, t): cell(m, t, 0.5 + i / 100 + j / 1000, float(i + 1), 0.1 + i, rank_interval=(i + 1.0, i + 3.0),
-                          interval=(0.4, 0.7), tied=i < 3, p_holm=0.5, provenance=PROVENANCE)
+                          interval=(0.4, 0.7), best_set=i < 3, best_set_p=0.5, provenance=PROVENANCE)
              for i, m in enumerate(models) for j, t in enumerate(tasks)}
     report = Report(source="out/leaderboard.csv", tasks=tasks, metrics=dict.fromkeys(tasks, "balanced_accuracy"),
                     models=models, cells=cells, floors={t: (models[-1], 0.5) for t in tasks},

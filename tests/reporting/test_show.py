@@ -109,30 +109,35 @@ def test_a_real_run_is_shown_and_summarised(tmp_path):
     board = run_cli("leaderboard", "--out", tmp_path)
     assert board.returncode == 0, board.stderr
     test_score = next(float(r["value"]) for r in rows if (r["split"], r["metric"]) == ("test", "balanced_accuracy"))
-    assert f"{test_score:.4f} [knn, 1, #1]" in board.stdout
+    low, high = next((float(r["ci_low"]), float(r["ci_high"])) for r in rows
+                     if (r["split"], r["metric"]) == ("test", "balanced_accuracy"))
+    assert f"{test_score:.4f} [{low:.4f}, {high:.4f}] [knn, 1, #1]" in board.stdout
 
 
 def _seeded_record(run_id: str, card, sha: str) -> dict:
-    """Three seeds of knn; test f1_macro 0.5, 0.6, 0.7 with bootstrap intervals; val 0.6 each."""
+    """Three seeds of knn; test f1_macro 0.5, 0.6, 0.7 with bootstrap intervals; val 0.6 each; the interval of the
+    mean f1_macro as the run stores it (nll has none: a run made before it was stored)."""
     record = fake_record(run_id, card, sha)
     record["seeds"] = [0, 1, 2]
     record["probes"] = [{"probe": "knn", "seed": seed, "recipe": {}, "selected_params": {"k": 3},
                          "metrics": {"val": {"f1_macro": 0.6}, "test": {"f1_macro": test, "nll": 2.13}},
                          "intervals_95": {"test": {"f1_macro": interval, "nll": [1.9, 2.4]}}}
                         for seed, test, interval in ((0, 0.5, [0.4, 0.6]), (1, 0.6, [0.5, 0.7]), (2, 0.7, [0.45, 0.8]))]
+    record["intervals_95_seed_mean"] = {"test": {"knn": {"f1_macro": [0.52, 0.67]}}}
     return record
 
 
 def test_show_summarises_seeds_with_mean_std_and_the_test_interval(tmp_path):
     """Issue 25 item 8. Reference by hand: f1_macro over 0.5, 0.6, 0.7 is 0.6000 ± 0.1000 (sample std); the test
-    interval spans the seeds' bootstrap bounds, 0.40 to 0.80; the headline (f1_macro) comes first."""
+    interval is the interval of that mean the run stored (issue 38), never the seeds' envelope (0.40 to 0.80);
+    without one (nll) it is "-"; the headline (f1_macro) comes first."""
     write_run_json(tmp_path, _seeded_record("20260104T000000Z-dddd5555", tmp_path / "c.yaml", "0" * 64))
     lines = run_cli("show", "20260104", "--out", tmp_path).stdout.splitlines()
     start = next(i for i, line in enumerate(lines) if line.startswith("summary   mean ± sample std over seeds 0, 1, 2"))
     assert lines[start + 1].split() == ["probe", "metric", "train", "val", "test", "test", "interval"]
     assert lines[start + 3].split() == ["knn", "f1_macro", "-", "0.6000", "±", "0.0000", "0.6000", "±", "0.1000",
-                                        "[0.4000,", "0.8000]"]
-    assert lines[start + 4].split() == ["knn", "nll", "-", "-", "2.1300", "±", "0.0000", "[1.9000,", "2.4000]"]
+                                        "[0.5200,", "0.6700]"]
+    assert lines[start + 4].split() == ["knn", "nll", "-", "-", "2.1300", "±", "0.0000", "-"]
 
 
 def test_an_ambiguous_run_id_lists_at_most_ten_matches(tmp_path):

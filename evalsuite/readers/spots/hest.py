@@ -5,9 +5,12 @@ patient-level folds, `splits/train_<k>.csv` and `test_<k>.csv`; the runner runs 
 (`use_fold(k)`) and reports each fold's rows and their mean and standard deviation (reporting/folds.py).
 In fold k, `train` is the spots of the samples of train_<k>.csv and `test` those of test_<k>.csv. HEST has no
 val split: `val` is train's spots under train's cache (`split_aliases`), so nothing is extracted twice, and
-probes that choose on val are refused on these cards (their choice would be made on train).
+probes that choose on val are refused on these cards (their choice would be made on train); the leaderboard gets no
+val rows (runner.py), so no table chooses between recipes on train's scores either.
 A spot's targets: its counts of the card's genes (`targets: var_50genes.json`, HEST's file) in the sample's
-.h5ad, matched by barcode, log1p as HEST (hest_h5ad.log1p_expression). The bootstrap's cluster is the sample.
+.h5ad, matched by barcode, log1p as HEST (hest_h5ad.log1p_expression). The bootstrap's cluster is the patient where
+the split files or the card name one (hest_patients.py), else the sample; a fold whose test is one cluster has no
+interval, and the run's note says so (`intervals_note`).
 """
 
 from pathlib import Path
@@ -19,6 +22,7 @@ from evalsuite.errors import EvalsuiteError
 from evalsuite.readers.base import Reader, TargetImages
 from evalsuite.readers.spots.hest_files import (PatchFile, fold_files, log1p_expression, read_expression,
                                                 read_gene_list, read_split_csv)
+from evalsuite.readers.spots.hest_patients import sample_patients, single_cluster_note
 
 
 LAYOUT = ("one HEST-Benchmark task folder as distributed (bench_data/<TASK>): splits/train_<k>.csv and test_<k>.csv, "
@@ -39,11 +43,10 @@ class SpotTiles(TargetImages):
 
 
 class HestReader(Reader):
-    interval_unit = "sample"  # HEST's samples are tissue sections of distinct patients; spots of one are correlated
     split_aliases = {"val": "train"}  # HEST has no val split (see the module docstring)
 
     def __init__(self, card, data_root: Path, folds: int | None = None, samples: int | None = None,
-                 check_counts: bool = True):
+                 patients: dict | None = None, check_counts: bool = True):
         self.card, self.task_dir = card, Path(data_root)
         if not isinstance(card.targets, str):
             raise EvalsuiteError(f"task card {card.path}: a hest card's 'targets' names the task's gene list file, "
@@ -53,6 +56,9 @@ class HestReader(Reader):
                           for train, test in fold_files(self.task_dir)]
         if check_counts:
             self._check_counts(folds, samples)
+        # Spots of one section are correlated, and so are sections of one patient: the patient is the unit where known.
+        self.patient_of = sample_patients(self.fold_rows, patients, card.path)
+        self.interval_unit = "sample" if self.patient_of is None else "patient"
         self.cv_folds, self.fold = len(self.fold_rows), 0  # the runner runs each fold (`use_fold`)
         self._targets, self._patches = {}, {}
 
@@ -62,9 +68,16 @@ class HestReader(Reader):
         self.fold = fold
 
     def fold_samples(self, fold: int) -> dict:
-        """{"train": [sample ids], "test": [sample ids]} of one fold."""
+        """{"train": [sample ids], "test": [sample ids]} of one fold, and "test_patients" where patients are known."""
         train, test = self.fold_rows[fold]
-        return {"train": [row.sample_id for row in train], "test": [row.sample_id for row in test]}
+        patients = {"test_patients": sorted({self._cluster(row) for row in test})} if self.patient_of else {}
+        return {"train": [row.sample_id for row in train], "test": [row.sample_id for row in test], **patients}
+
+    @property
+    def intervals_note(self) -> str | None:
+        """What the run says where a fold's test is one patient (or one sample): it has no interval."""
+        return single_cluster_note([[self._cluster(row) for row in test] for _, test in self.fold_rows],
+                                   self.interval_unit)
 
     def dataset(self, split: str, transform) -> SpotTiles:
         rows = self._rows(split)
@@ -73,7 +86,10 @@ class HestReader(Reader):
         return SpotTiles(patches, np.concatenate(targets), transform)
 
     def groups(self, split: str) -> list:
-        return [row.sample_id for row in self._rows(split) for _ in range(len(self._patch(row)))]
+        return [self._cluster(row) for row in self._rows(split) for _ in range(len(self._patch(row)))]
+
+    def _cluster(self, row) -> str:
+        return row.sample_id if self.patient_of is None else self.patient_of[row.sample_id]
 
     def _patch(self, row) -> PatchFile:
         # One PatchFile per sample: a sample is in several folds and splits, and opening one checks and decodes

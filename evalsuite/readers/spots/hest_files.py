@@ -1,9 +1,10 @@
 """HEST-Benchmark's files on disk (mahmoodlab/HEST, Hugging Face dataset MahmoodLab/hest-bench), read with h5py.
 
 One task folder `<bench_data_root>/<TASK>/` (IDC, PRAD, ...) holds `splits/{train,test}_<k>.csv` (columns sample_id,
-patches_path, expr_path; paths relative to the task folder), `patches/<id>.h5` (one H&E tile per spot: `img`
-[N, 224, 224, 3] uint8, `barcode` [N, 1] strings, `coords` [N, 2]), `adata/<id>.h5ad` (AnnData: `X` spot-by-gene
-counts, obs names = spot barcodes, var names = gene symbols) and `var_50genes.json` ({"genes": [...]}).
+patches_path, expr_path; paths relative to the task folder; HEST writes no patient column, one of your own is read),
+`patches/<id>.h5` (one H&E tile per spot: `img` [N, 224, 224, 3] uint8, `barcode` [N, 1] strings, `coords` [N, 2]),
+`adata/<id>.h5ad` (AnnData: `X` spot-by-gene counts, obs names = spot barcodes, var names = gene symbols) and
+`var_50genes.json` ({"genes": [...]}).
 
 The expression reading (`read_expression`, `log1p_expression`) lives in hest_h5ad.py and is re-exported here.
 """
@@ -26,6 +27,7 @@ __all__ = ["SplitRow", "read_split_csv", "fold_files", "read_gene_list", "PatchF
            "log1p_expression"]
 
 SPLIT_COLUMNS = ("sample_id", "patches_path", "expr_path")
+PATIENT_COLUMN = "patient"  # optional: HEST's files lack it (HESTData.create_splits), a folder of your own may have it
 FOLD_FILE = re.compile(r"^(train|test)_(0|[1-9][0-9]*)\.csv$")
 GENES_FIX = 'it should be HEST\'s var_50genes.json, {"genes": [gene symbols]}'
 
@@ -35,6 +37,7 @@ class SplitRow:
     sample_id: str
     patches_path: Path
     expr_path: Path
+    patient: str | None = None  # the split file's `patient` cell; None without that column
 
 
 def read_split_csv(path, task_dir) -> list[SplitRow]:
@@ -49,7 +52,8 @@ def read_split_csv(path, task_dir) -> list[SplitRow]:
             if missing:
                 raise EvalsuiteError(f"{TASK}: {path} has no column {', '.join(missing)} (the header must be "
                                      f"{','.join(SPLIT_COLUMNS)}); {REDOWNLOAD}")
-            samples = [_split_row(path, task_dir, row, line) for line, row in enumerate(rows, 2)]
+            with_patient = PATIENT_COLUMN in rows.fieldnames
+            samples = [_split_row(path, task_dir, row, line, with_patient) for line, row in enumerate(rows, 2)]
     except (OSError, UnicodeDecodeError, csv.Error) as exc:
         raise EvalsuiteError(f"{TASK}: cannot read {path} ({reason(exc)}); {REDOWNLOAD}") from None
     if not samples:
@@ -60,18 +64,20 @@ def read_split_csv(path, task_dir) -> list[SplitRow]:
     return samples
 
 
-def _split_row(path: Path, task_dir: Path, row: dict, line: int) -> SplitRow:
-    values = {column: (row.get(column) or "").strip() for column in SPLIT_COLUMNS}
+def _split_row(path: Path, task_dir: Path, row: dict, line: int, with_patient: bool) -> SplitRow:
+    columns = (*SPLIT_COLUMNS, PATIENT_COLUMN) if with_patient else SPLIT_COLUMNS
+    values = {column: (row.get(column) or "").strip() for column in columns}
     empty = [column for column, value in values.items() if not value]
     if empty:
-        raise EvalsuiteError(f"{TASK}: {path} line {line} has no {', '.join(empty)}; fill it in or {REDOWNLOAD}")
+        fix = "drop the patient column" if empty == [PATIENT_COLUMN] else REDOWNLOAD
+        raise EvalsuiteError(f"{TASK}: {path} line {line} has no {', '.join(empty)}; fill it in or {fix}")
     files = {column: task_dir / values[column] for column in SPLIT_COLUMNS[1:]}  # an absolute path stays absolute
     for column, file in files.items():
         if not file.is_file():
             raise EvalsuiteError(f"{TASK}: {path} row of sample '{values['sample_id']}' names {column} {file}, which "
                                  f"does not exist; put the file there or fix the row (paths are relative to "
                                  f"{task_dir})")
-    return SplitRow(values["sample_id"], files["patches_path"], files["expr_path"])
+    return SplitRow(values["sample_id"], files["patches_path"], files["expr_path"], values.get(PATIENT_COLUMN))
 
 
 def fold_files(task_dir) -> list[tuple[Path, Path]]:

@@ -28,9 +28,10 @@ class WrittenTask:
 
 
 def write_hest_task(root, task="IDC", samples=None, folds=None, genes=None, sparse=False, rng=None, tile_px=224,
-                    extra_spots=3, extra_genes=4) -> WrittenTask:
+                    extra_spots=3, extra_genes=4, patients=None) -> WrittenTask:
     """`samples`: sample id -> number of spots with a tile; `folds`: [(train ids, test ids), ...] (default: leave one
-    sample out); `tile_px`: tile side (HEST's is 224; small keeps tests fast)."""
+    sample out); `tile_px`: tile side (HEST's is 224; small keeps tests fast); `patients`: sample id -> patient, written
+    as a `patient` column of the split files (HEST's own have none)."""
     rng = rng or np.random.default_rng(0)
     samples = samples or {"TENX95": 6, "TENX99": 5, "NCBI783": 4}
     genes = list(genes or [f"GENE{i}" for i in range(5)])
@@ -40,8 +41,8 @@ def write_hest_task(root, task="IDC", samples=None, folds=None, genes=None, spar
     for sample_id, spots in samples.items():
         _write_sample(written, sample_id, spots, sparse, rng, tile_px, extra_spots, extra_genes)
     for k, (train_ids, test_ids) in enumerate(folds):
-        write_split_csv(task_dir / "splits" / f"train_{k}.csv", train_ids)
-        write_split_csv(task_dir / "splits" / f"test_{k}.csv", test_ids)
+        write_split_csv(task_dir / "splits" / f"train_{k}.csv", train_ids, patients)
+        write_split_csv(task_dir / "splits" / f"test_{k}.csv", test_ids, patients)
     (task_dir / "var_50genes.json").write_text(json.dumps({"genes": genes}, indent=4))
     return written
 
@@ -75,12 +76,14 @@ def random_barcodes(rng, count: int) -> list[str]:
     return [ordered[i] for i in rng.permutation(count)]
 
 
-def write_split_csv(path: Path, sample_ids) -> None:
+def write_split_csv(path: Path, sample_ids, patients=None) -> None:
+    """`patients` (sample id -> patient): add a `patient` column, as a folder of your own may."""
     path.parent.mkdir(parents=True, exist_ok=True)
     with open(path, "w", newline="") as handle:  # pandas to_csv(index=False), as HESTData.create_splits does
         out = csv.writer(handle)
-        out.writerow(["sample_id", "patches_path", "expr_path"])
-        out.writerows([s, f"patches/{s}.h5", f"adata/{s}.h5ad"] for s in sample_ids)
+        out.writerow(["sample_id", "patches_path", "expr_path", *(["patient"] if patients else [])])
+        out.writerows([s, f"patches/{s}.h5", f"adata/{s}.h5ad", *([patients[s]] if patients else [])]
+                      for s in sample_ids)
 
 
 def write_patches(path: Path, barcodes, tiles, coords=None, barcode_kind="vlen", flat=False) -> None:

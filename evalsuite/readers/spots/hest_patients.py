@@ -1,0 +1,58 @@
+"""Whose tissue a HEST sample is: the test bootstrap's cluster, and what a fold of one patient can say.
+
+HEST's split files name samples (tissue sections), not patients: HESTData.create_splits writes sample_id,
+patches_path and expr_path only, after grouping the samples by the `patient` column of its metadata
+(assets/HEST_v1_1_0.csv). Some tasks hold several sections of one patient (PRAD: 23 sections of 2 patients; READ: 2
+replicate sections of each of 2 patients), so a bootstrap over a fold's sections would measure how sections of one
+patient differ, not how patients do. A sample's patient is the `patient` cell of its split file where a folder has
+that column, else the card's `reader.args.patients` (sample id -> patient); with neither, the sample is the cluster.
+"""
+
+from evalsuite.errors import EvalsuiteError
+from evalsuite.readers.spots.hest_h5ad import TASK, examples
+
+CARD_FIX = "map every sample id to its patient, e.g. patients: {MEND139: patient 2, MEND154: patient 1}"
+
+
+def sample_patients(fold_rows: list, card_patients, card_path) -> dict | None:
+    """{sample id: patient} for every sample of `fold_rows` [(train rows, test rows), ...], or None where neither the
+    split files nor the card (`card_patients`, its reader.args.patients) name any patient."""
+    card_map = _card_map(card_patients, card_path)
+    found, missing = {}, []
+    for row in (row for train, test in fold_rows for row in (*train, *test)):
+        patient = row.patient or card_map.get(row.sample_id)
+        if patient is None:
+            missing.append(row.sample_id)
+        elif found.setdefault(row.sample_id, patient) != patient:
+            raise EvalsuiteError(f"{TASK}: sample '{row.sample_id}' has patient '{found[row.sample_id]}' in one split "
+                                 f"file and '{patient}' in another; give each sample one patient")
+    if missing and (found or card_map):
+        raise EvalsuiteError(f"{TASK}: no patient is named for sample {examples(sorted(set(missing)))}, while "
+                             f"{'the card names' if card_map else 'the split files name'} others'; add it to the "
+                             f"patient column of the split files or to reader.args.patients of {card_path}")
+    return found or None
+
+
+def _card_map(card_patients, card_path) -> dict:
+    if card_patients is None:
+        return {}
+    if not isinstance(card_patients, dict) or not card_patients:
+        raise EvalsuiteError(f"task card {card_path}: reader.args.patients must be a mapping; {CARD_FIX}")
+    for sample, patient in card_patients.items():
+        if not (isinstance(sample, str) and isinstance(patient, str) and sample.strip() and patient.strip()):
+            raise EvalsuiteError(f"task card {card_path}: reader.args.patients maps {sample!r} to {patient!r}; "
+                                 f"{CARD_FIX}")
+    return {sample.strip(): patient.strip() for sample, patient in card_patients.items()}
+
+
+def single_cluster_note(test_clusters: list, unit: str) -> str | None:
+    """The run's note where a fold's test is one `unit` (`test_clusters`: each fold's test cluster ids): that fold's
+    interval is empty, as evalsuite.metrics.bootstrap leaves it with fewer than two clusters. None when none is."""
+    single = [(fold, min(ids)) for fold, ids in enumerate(test_clusters) if len(set(ids)) < 2]
+    if not single:
+        return None
+    folds = ", ".join(f"test_fold{fold}: '{name}'" for fold, name in single)
+    parts = "sections" if unit == "patient" else "spots"  # HEST's samples are sections; a section's parts are spots
+    return (f"{len(single)} of {len(test_clusters)} folds test one {unit} ({folds}): resampling the {parts} of one "
+            f"{unit} would measure variation within that {unit}, not between {unit}s, so those folds' intervals are "
+            f"empty (nan); the spread over folds (<metric>_fold_std) is the only variation between {unit}s")
