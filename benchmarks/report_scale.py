@@ -32,8 +32,10 @@ How to read it
 - The targets: the report command under 10 s and the page under 5 MB (1 MB = 10^6 bytes); each line says PASS or
   over. Seconds depend on the machine and its load: the host (torch's CPU capability, usable cores, load average
   1/5/15 min when the figure was taken) is printed beside every figure. Compare figures of one run.
-- ``collect`` includes the paired bootstrap tests behind the tie marks and the bootstrap rank intervals (1000
-  draws per task over every model), which grow with models x seeds x items.
+- ``collect`` includes the model confidence sets behind the best-set marks, the intervals of the seed means and the
+  bootstrap rank intervals (1000 draws per task over every model), which grow with models x seeds x items.
+- The best sets: per task, how many models are in the 95 % set of best models, and whether the random-init floor
+  (model 0) is outside it on every task (issue 38: with Holm over 29 comparisons it was inside at 27 models and more).
 - The building time is printed for information; it is not part of any target.
 
 Run: ``python benchmarks/report_scale.py`` (building the full folder takes a few minutes on 2 cores), ``--quick``
@@ -205,7 +207,17 @@ def time_in_process(out: Path) -> dict:
     page = html_report(report)
     done = time.perf_counter()
     return {"collect": collected - started, "collect_host": collect_host, "html": done - collected,
-            "html_host": host_tag(), "bytes": len(page.encode()), "notes": report.notes}
+            "html_host": host_tag(), "bytes": len(page.encode()), "notes": report.notes, "sets": best_sets(report)}
+
+
+def best_sets(report) -> dict:
+    """{task: (models in the best set, the floor's MCS p-value or None)}."""
+    floor = next(model for model in report.models if model.endswith("+random-init"))
+    found = {}
+    for task in report.tasks:
+        cells = [cell for (_, name), cell in report.cells.items() if name == task]
+        found[task] = (sum(cell.best_set is True for cell in cells), report.cells[(floor, task)].best_set_p)
+    return found
 
 
 def time_cli(out: Path) -> dict:
@@ -269,6 +281,13 @@ def main(argv=None) -> int:
           f"({cli['host']})")
     print(f"HTML size: {cli['bytes'] / MB:.2f} MB (in process {measured['bytes'] / MB:.2f} MB); target < "
           f"{SIZE_TARGET_MB:.0f} MB: {verdict(cli['bytes'] / MB < SIZE_TARGET_MB)} ({cli['host']})")
+    sizes = [count for count, _ in measured["sets"].values()]
+    floor_p = [p for _, p in measured["sets"].values()]
+    outside = all(p is not None and p < 0.05 for p in floor_p)
+    print(f"best sets: {min(sizes)}-{max(sizes)} of {size['models']} models per task; the random-init floor is "
+          f"outside the set on {sum(p is not None and p < 0.05 for p in floor_p)} of {len(floor_p)} tasks "
+          f"(largest MCS p {max((p for p in floor_p if p is not None), default=float('nan')):.4f}): "
+          f"{verdict(outside) if outside else 'INSIDE'}")
     for note in measured["notes"]:
         print(f"note from collect: {note}")
     return 0

@@ -1,4 +1,4 @@
-"""Is one model better than another on the same test items? Paired bootstrap, exact McNemar, Holm, rank intervals.
+"""Is one model better than another on the same test items? Paired bootstrap, exact McNemar, rank intervals.
 
 Every statistic works on the two (or more) models' predictions for the *same* test items, so the
 item-to-item variation both models share cancels out (a paired design):
@@ -9,8 +9,7 @@ item-to-item variation both models share cancels out (a paired design):
   ch. 16 duality of intervals and tests), with the +1 (Davison & Hinkley 1997, eq. 4.11) so no p is 0.
 - `mcnemar_exact`: for accuracy on independent items, the exact binomial test on the discordant pairs
   (McNemar 1947; exact form as in statsmodels' `mcnemar(exact=True)`), checked against scipy.stats.binomtest.
-- `holm`: Holm's (1979) step-down adjustment of p-values for the tasks tested at once; checked against
-  statsmodels.stats.multitest.multipletests(method="holm").
+- many models or many tasks at once: metrics/multiple_comparisons.py (the model confidence set, step-down max-t).
 - `rank_intervals`: per draw, every model's rank on a task (1 = best, ties share the average rank); the
   interval is the 2.5th and 97.5th percentile of those ranks, taken as observed ranks (numpy "lower" and
   "higher"), so the model's rank lies inside it in at least 95 % of draws.
@@ -152,21 +151,6 @@ def mcnemar_exact(correct_a, correct_b) -> tuple[int, int, float]:
         return only_a, only_b, 1.0
     tail = sum(comb(discordant, k) for k in range(min(only_a, only_b) + 1))
     return only_a, only_b, float(min(Fraction(1), Fraction(2 * tail, 2 ** discordant)))
-
-
-def holm(p_values) -> np.ndarray:
-    """Holm step-down adjusted p-values, in the input order: p_(i) * (m - i + 1) for the i-th smallest, made
-    monotone by a running maximum and capped at 1. NaN p-values are left out of m and stay NaN."""
-    p_values = np.asarray(p_values, dtype=np.float64)
-    adjusted = np.full(p_values.shape, np.nan)
-    present = np.flatnonzero(~np.isnan(p_values))
-    order = present[np.argsort(p_values[present], kind="stable")]
-    tests = len(order)
-    running = 0.0
-    for position, index in enumerate(order):
-        running = max(running, min(1.0, (tests - position) * p_values[index]))
-        adjusted[index] = running
-    return adjusted
 
 
 def average_ranks(values: np.ndarray, higher_better: bool = True) -> np.ndarray:

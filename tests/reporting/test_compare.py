@@ -32,7 +32,7 @@ def _model(accuracy: float, seed: int) -> np.ndarray:
 
 
 def add_model(out, model, task, probas, headline="balanced_accuracy", labels=LABELS, clusters=None, save=True,
-              throughput=None, weights_id="w"):
+              throughput=None, weights_id="w", unit="tile"):
     """One run per seed: leaderboard rows scored from the probabilities (val = test) and its predictions file."""
     for seed, proba in enumerate(probas):
         run_id = f"{model}-{task}-{seed}"
@@ -44,7 +44,7 @@ def add_model(out, model, task, probas, headline="balanced_accuracy", labels=LAB
                 for split in ("val", "test") for metric, value in metrics.items()]
         append_rows(out / LEADERBOARD_FILE, rows)
         if save:
-            save_predictions(out, run_id, labels, clusters, {f"linear/seed{seed}": proba})
+            save_predictions(out, run_id, labels, clusters, {f"linear/seed{seed}": proba}, unit=unit)
 
 
 def build_board(out):

@@ -126,3 +126,22 @@ def test_the_reproduce_command_keeps_the_flags_that_change_what_is_scored():
                        "--skip-bad-slides --seeds 0,1 --out out")
     defaults = {"seeds": [0], "config": {"task": "bach", "model": "m", "check_counts": True, "out_dir": "out"}}
     assert reproduce_command(defaults, [defaults]) == "evalsuite run --task bach --model m --seeds 0 --out out"
+
+
+def test_a_column_of_one_cluster_is_marked_not_tested_with_a_note(tmp_path):
+    """Every test item of one patient: nothing to resample, so no best set; the column's cells get "?" (report and
+    leaderboard) and the note says why, never the no-mark reading "outside the best set"."""
+    one_patient = ["patient7"] * 150
+    add_model(tmp_path, "good", "t1", [_model(0.95, 1)], clusters=one_patient, unit="patient")
+    add_model(tmp_path, "weak", "t1", [_model(0.4, 3)], clusters=one_patient, unit="patient")
+    result = run_cli("report", "--out", tmp_path, "--format", "markdown")
+    assert result.returncode == 0, result.stderr
+    assert "t1 not tested (marked ?): its test split is one patient: there is nothing to resample" in result.stderr
+    rows = [line for line in result.stdout.splitlines() if line.startswith(("| good ", "| weak "))]
+    assert len(rows) == 2 and all(" ? " in row and "◆" not in row for row in rows)
+    report = collect(tmp_path)
+    assert {cell.best_set for cell in report.cells.values()} == {None}
+    assert all(cell.interval is None and cell.rank_interval is None for cell in report.cells.values())
+    board = run_cli("leaderboard", "--out", tmp_path)
+    assert "note: t1 not tested (marked ?)" in board.stderr
+    assert all(line.endswith("?") for line in board.stdout.splitlines() if line.startswith(("good ", "weak ")))

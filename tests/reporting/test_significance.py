@@ -1,4 +1,4 @@
-"""The paired tests against independent references: scipy's binomial test, statsmodels' Holm, a bootstrap that
+"""The paired tests against independent references: scipy's binomial test, a bootstrap that
 re-runs scikit-learn on resampled items, scipy's rankdata, and hand-worked examples."""
 
 import numpy as np
@@ -6,7 +6,7 @@ import pytest
 from scipy.stats import binomtest, rankdata
 from sklearn.metrics import accuracy_score, balanced_accuracy_score, roc_auc_score
 
-from evalsuite.metrics.significance import (average_ranks, bootstrap_p_value, holm, mcnemar_exact, paired_bootstrap,
+from evalsuite.metrics.significance import (average_ranks, bootstrap_p_value, mcnemar_exact, paired_bootstrap,
                                             rank_intervals)
 
 
@@ -35,22 +35,6 @@ def test_mcnemar_exact_equals_scipys_two_sided_binomial_test_on_the_discordant_p
 def test_mcnemar_by_hand():
     # b = 1, c = 5: P(X <= 1) for Binomial(6, 1/2) = (1 + 6) / 64, doubled: 14 / 64.
     assert mcnemar_exact([1, 0, 0, 0, 0, 0], [0, 1, 1, 1, 1, 1])[2] == pytest.approx(14 / 64)
-
-
-def test_holm_matches_a_hand_worked_example_and_statsmodels():
-    # Sorted 0.005, 0.01, 0.03, 0.04 times 4, 3, 2, 1 = 0.02, 0.03, 0.06, 0.04 -> running max 0.02, 0.03, 0.06, 0.06.
-    assert holm([0.01, 0.04, 0.03, 0.005]) == pytest.approx([0.03, 0.06, 0.06, 0.02])
-    assert holm([0.5, 0.9]) == pytest.approx([1.0, 1.0]) and holm([0.2]) == pytest.approx([0.2])
-    assert holm([]).shape == (0,)
-    # A task that could not be tested (NaN) is not one of the m tests.
-    adjusted = holm([0.01, np.nan, 0.04])
-    assert np.isnan(adjusted[1]) and adjusted[[0, 2]] == pytest.approx([0.02, 0.04])
-    multitest = pytest.importorskip("statsmodels.stats.multitest")
-    rng = np.random.default_rng(3)
-    for size in (1, 2, 5, 17):
-        p = rng.random(size) ** 3
-        p[0] = p[-1]  # a tie
-        assert holm(p) == pytest.approx(multitest.multipletests(p, method="holm")[1], abs=1e-12)
 
 
 def test_the_bootstrap_p_value_by_hand():
