@@ -16,10 +16,9 @@ about 1 ms per call, which the probes' val selection and few-shot's 100 support 
 
 import numpy as np
 
-from evalsuite.metrics.bootstrap import _ClassRanks, _confusion_metrics
-from evalsuite.metrics.bootstrap import with_draws
-from evalsuite.metrics.intervals import bootstrap_draw_scores
+from evalsuite.metrics.bootstrap import _ClassRanks, _confusion_metrics, with_draws
 from evalsuite.metrics.calibration import calibration_metrics
+from evalsuite.metrics.intervals import bootstrap_draw_scores
 from evalsuite.metrics.ordinal import ORDINAL_METRIC, quadratic_kappa
 
 

@@ -11,8 +11,7 @@ sparse product (draw_scores.py), the calibration sums per confidence bin three m
 
 import numpy as np
 
-from evalsuite.metrics.bootstrap import (BOOTSTRAP_DRAWS, CONFIDENCE, _ClassRanks, cluster_index,
-                                         percentile_interval)
+from evalsuite.metrics.bootstrap import BOOTSTRAP_DRAWS, CONFIDENCE, _ClassRanks, cluster_index, percentile_interval
 from evalsuite.metrics.calibration import CalibrationItems
 from evalsuite.metrics.draw_scores import CategorySums, confusion_scores, draw_blocks, macro_mean
 from evalsuite.metrics.ordinal import ORDINAL_METRIC, kappa_from_confusion

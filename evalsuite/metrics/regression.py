@@ -32,8 +32,8 @@ from itertools import islice
 import numpy as np
 
 from evalsuite.errors import EvalsuiteError
-from evalsuite.metrics.bootstrap import (BOOTSTRAP_DRAWS, CONFIDENCE, cluster_index, draw_weights,
-                                         percentile_interval, with_draws)
+from evalsuite.metrics.bootstrap import (BOOTSTRAP_DRAWS, CONFIDENCE, cluster_index, draw_weights, percentile_interval,
+                                         with_draws)
 
 DRAW_BLOCK_BYTES = 32 * 1024**2  # the item-by-draw arrays of one block of bootstrap draws take about this
 _BLOCK_ARRAYS = 8  # [items, draws] float64 arrays alive at once in the Spearman sweep of one target

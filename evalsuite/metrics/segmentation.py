@@ -25,8 +25,8 @@ the resampled images, with no re-prediction. `ConfusionScorer` scores such draws
 import numpy as np
 
 from evalsuite.errors import EvalsuiteError
-from evalsuite.metrics.bootstrap import (BOOTSTRAP_DRAWS, CONFIDENCE, cluster_index, draw_weights,
-                                         percentile_interval, with_draws)
+from evalsuite.metrics.bootstrap import (BOOTSTRAP_DRAWS, CONFIDENCE, cluster_index, draw_weights, percentile_interval,
+                                         with_draws)
 from evalsuite.metrics.draw_scores import macro_mean
 
 IGNORE_INDEX = 255

@@ -25,12 +25,10 @@ from math import comb
 
 import numpy as np
 
-from evalsuite.metrics.bootstrap import (BOOTSTRAP_DRAWS, CONFIDENCE, _ClassRanks, cluster_index,
-                                         weighted_metrics)
+from evalsuite.metrics.bootstrap import BOOTSTRAP_DRAWS, CONFIDENCE, _ClassRanks, cluster_index, weighted_metrics
 from evalsuite.metrics.calibration import CALIBRATION_METRICS, LOWER_IS_BETTER, CalibrationItems
 from evalsuite.metrics.classification import METRICS
-from evalsuite.metrics.draw_scores import (AurocScores, CategorySums, confusion_scores, macro_mean,
-                                           per_draw_scores)
+from evalsuite.metrics.draw_scores import AurocScores, CategorySums, confusion_scores, macro_mean, per_draw_scores
 from evalsuite.metrics.ordinal import ORDINAL_METRIC
 
 # Metrics scored by weighted_metrics from item weights (the others re-score the resampled items).

@@ -39,4 +39,6 @@ def test_report_scale_quick(tmp_path):
                      r"target < 10 s: (PASS|over) " + host, result.stdout, re.M), result.stdout
     assert re.search(r"^HTML size: \d+\.\d\d MB \(in process \d+\.\d\d MB\); target < 5 MB: (PASS|over) " + host,
                      result.stdout, re.M), result.stdout
+    assert re.search(r"^best sets: \d+-\d+ of 3 models per task; the random-init floor is outside the set on \d+ of 2 "
+                     r"tasks \(largest MCS p [\d.]+\): (PASS|INSIDE)$", result.stdout, re.M), result.stdout
     assert not [p for p in tmp_path.iterdir() if p.name.startswith("report_scale.")]  # the folder is removed
