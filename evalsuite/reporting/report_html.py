@@ -26,7 +26,7 @@ LEGEND = (
     "that a model as good as the best is left out is at most 5 %, the choice of the best included; hover the mark "
     "for the model's MCS p-value). No mark: outside the set. <span class=\"untested\">?</span>: the column could "
     "not be tested (the notes say why). [lo, hi]: the 95 % bootstrap interval of the mean shown (over the same draws "
-    "as the marks). #r (lo–hi): the rank (1 = best, tied means share the average rank) and its 95 % bootstrap rank "
+    "as the marks). #r (lo–hi): the rank (1 = best, equal means share the average rank) and its 95 % bootstrap rank "
     "interval over the test items. Random-init floor: the mean of a <code>--random-init</code> model on the task.")
 STYLE = """
 body{font:14px/1.45 system-ui,-apple-system,"Segoe UI",Roboto,"Helvetica Neue",Arial,sans-serif;color:#1d232a;

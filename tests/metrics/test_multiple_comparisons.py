@@ -74,3 +74,14 @@ def test_stepdown_max_t_adjusts_by_the_maximum_not_a_multiplier():
     draws[:, 30] = np.nan
     adjusted = stepdown_max_t(observed, draws)
     assert adjusted[0] == pytest.approx(1 / 1000) and (adjusted[1:30] > 0.5).all() and np.isnan(adjusted[30])
+
+
+def test_at_50_models_a_clearly_worse_model_is_left_out_with_the_smallest_p():
+    """No Holm multiplier: 50 models with 1000 draws still exclude a model far below the rest (p = 1 / 1001), where
+    Holm's 49 comparisons could reject nothing (2 / 1001 x 49 > 0.05)."""
+    rng = np.random.default_rng(4)
+    observed = {f"m{i:02d}": 0.90 + 0.0001 * i for i in range(49)} | {"floor": 0.30}
+    draws = {name: score + rng.normal(0, 0.01, 1000) for name, score in observed.items()}
+    found = model_confidence_set(observed, draws)
+    assert "floor" not in found.members and found.p_values["floor"] == pytest.approx(1 / 1001)
+    assert len(found.members) >= 40  # models 0.0001 apart with a spread of 0.01 stay together
