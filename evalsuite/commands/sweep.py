@@ -88,33 +88,49 @@ def _finish(sweep, cells) -> None:
 
 def _submit(sweep, cells, dry_run: bool) -> None:
     from evalsuite.sweeps.cells import missing_runs
+    from evalsuite.sweeps.limits import read_limits
     from evalsuite.sweeps.status import cell_states
-    from evalsuite.sweeps.submit import check_sbatch, submit, write_files
+    from evalsuite.sweeps.submit import check_sbatch, check_warning_fits, memory_limit
 
     if not dry_run:
         check_sbatch()
+    limits = read_limits(sweep.slurm, dry_run, say=print)  # before planning, which loads every model
+    print(limits.describe())
+    check_warning_fits(sweep, limits)
     states = {s["cell"]: s for s in cell_states(sweep, cells)}
     busy = [c for c in cells if states[c.id].get("active") and states[c.id]["state"] != "done"]
     wanted = [c for c in cells if states[c.id]["state"] != "done" and c not in busy]
     if busy:
         print(f"sweep {sweep.name}: {len(busy)} cells are queued or running already; not submitted again")
     pending = [(cell, missing_runs(cell, _done(sweep, cell))) for cell in wanted]
-    elements = _planned(sweep, [(cell, runs) for cell, runs in pending if runs], dry_run)
+    elements = _planned(sweep, [(cell, runs) for cell, runs in pending if runs], dry_run, memory_limit(sweep, limits))
     if elements:
-        paths = write_files(sweep, elements, dry_run)
-        print(f"plan: {paths['plan']}")
-        if dry_run:
-            for name in ("array", "leaderboard"):
-                print(f"--- {paths[name]} ---\n{paths[name].read_text()}")
-        jobs = submit(sweep, elements, paths, dry_run, say=print)
-        if not dry_run:
-            _mark_submitted(sweep, elements, jobs)
-            print(f"sweep {sweep.name}: {len(elements)} elements submitted; `evalsuite sweep status {sweep.path}` "
-                  "shows their progress")
+        _submit_elements(sweep, elements, limits, dry_run)
     else:
         print(f"sweep {sweep.name}: nothing to submit")
     if not dry_run:
         _finish(sweep, cells)
+
+
+def _submit_elements(sweep, elements: list, limits, dry_run: bool) -> None:
+    from evalsuite.sweeps.arrays import arrange
+    from evalsuite.sweeps.submit import submit, write_files
+
+    elements, arrays = arrange(elements, limits.tasks_per_array)
+    paths = write_files(sweep, elements, arrays, dry_run)
+    print(f"plan: {paths['plan']}")
+    if dry_run:
+        for name in ("array", "leaderboard"):
+            print(f"--- {paths[name]} ---\n{paths[name].read_text()}")
+    jobs = {}
+    try:
+        submit(sweep, arrays, paths, dry_run, say=print, jobs=jobs)
+    finally:  # what went in before a refusal is recorded, so the next `sweep run` does not submit it twice
+        if not dry_run:
+            _mark_submitted(sweep, [e for e in elements if e["index"] in jobs], jobs)
+    if not dry_run:
+        print(f"sweep {sweep.name}: {len(elements)} elements submitted in {len(arrays)} arrays; `evalsuite sweep "
+              f"status {sweep.path}` shows their progress")
 
 
 def _done(sweep, cell):
@@ -123,12 +139,12 @@ def _done(sweep, cell):
     return done_pairs(sweep, leaderboard_rows(sweep), cell, weights_ids(sweep))
 
 
-def _planned(sweep, pending: list, dry_run: bool) -> list:
+def _planned(sweep, pending: list, dry_run: bool, limit) -> list:
     from evalsuite.sweeps.cells import weights_ids
     from evalsuite.sweeps.submit import plan_elements
 
     ids = weights_ids(sweep)
-    elements = plan_elements(sweep, pending, say=print, record=not dry_run)
+    elements = plan_elements(sweep, pending, say=print, record=not dry_run, limit=limit)
     for element, (cell, _) in ((e, next(p for p in pending if p[0].id == e["ref"]["cell"])) for e in elements):
         element["weights_id"] = ids.get(cell.model.weights) if cell.model.weights else None
     return elements

@@ -1,14 +1,16 @@
 """The two job scripts of a Slurm sweep, written readable into `<out>/sweeps/<name>/`.
 
-`array-STAMP.sbatch` runs one element of its `plan-STAMP.json` per array task: `evalsuite sweep element PLAN
-$SLURM_ARRAY_TASK_ID`. Everything an element needs is in the plan file, so no argument travels through `--export`
-(which splits at commas) and paths with spaces stay whole (every path is shell-quoted). A stop signal (USR1, which
-the script asks Slurm to send it 5 minutes before the time limit, or from `scancel --batch --signal=USR1`; TERM from
-a preemption) is passed to evalsuite, which stops after its extraction chunk with exit 75. After USR1 the script
-requeues its own array task, which resumes from the chunks on disk; a USR1 that comes while no extraction runs (the
-model loading, the probes training) ends evalsuite at once and the task is requeued all the same, redoing only what
-is not on disk. After TERM (scancel, a preemption) Slurm decides: it requeues preempted jobs itself, a cancelled one
-ends. `leaderboard-STAMP.sbatch` rebuilds the wide leaderboard once every element has ended.
+`array-STAMP.sbatch` runs one element of its `plan-STAMP.json` per array task: every array of the submission uses it,
+with the index of its first element as the script's argument (`sbatch ... array-STAMP.sbatch FIRST`), and a task runs
+`evalsuite sweep element PLAN $((FIRST + SLURM_ARRAY_TASK_ID))`. Everything an element needs is in the plan file, so
+no argument travels through `--export` (which splits at commas) and paths with spaces stay whole (every path is
+shell-quoted). A stop signal (USR1, which the script asks Slurm to send it `slurm.warn_before_limit_s` before the time
+limit, or from `scancel --batch --signal=USR1`; TERM from a preemption) is passed to evalsuite, which stops after its
+extraction chunk with exit 75. After USR1 the script requeues its own array task, which resumes from the chunks on
+disk; a USR1 that comes while no extraction runs (the model loading, the probes training) ends evalsuite at once and
+the task is requeued all the same, redoing only what is not on disk. After TERM (scancel, a preemption, the time
+limit itself) Slurm decides: it requeues preempted jobs itself, a cancelled one or one out of time ends.
+`leaderboard-STAMP.sbatch` rebuilds the wide leaderboard once every element has ended.
 """
 
 import shlex
@@ -18,7 +20,6 @@ import time
 from evalsuite.errors import EXIT_PREEMPTED
 
 MAX_REQUEUES = 5
-WARN_BEFORE_LIMIT_S = 300  # USR1 this long before the time limit: time to finish a chunk and requeue
 
 
 def _option_lines(slurm, job_name: str, log_pattern: str, with_gpus: bool) -> list:
@@ -48,24 +49,28 @@ def _python(slurm) -> str:
 
 
 def array_script(sweep, folder, plan_path) -> str:
-    """The array script: element $SLURM_ARRAY_TASK_ID of the plan, requeued on a stop signal."""
+    """The array script: element FIRST + $SLURM_ARRAY_TASK_ID of the plan, requeued on a stop signal."""
     slurm = sweep.slurm
     lines = _header(sweep, "one array task per element of its plan file (a cell, or one extraction shard of a cell)")
     lines += _option_lines(slurm, f"evalsuite-{sweep.name}", str(folder / "logs" / "%A_%a.out"), with_gpus=True)
     # --open-mode=append: a requeued task adds to its log instead of replacing the first attempt's lines.
-    lines += ["#SBATCH --requeue", "#SBATCH --open-mode=append", f"#SBATCH --signal=B:USR1@{WARN_BEFORE_LIMIT_S}",
-              "", "set -uo pipefail", *slurm.setup, f"PYTHON={_python(slurm)}",
-              f"PLAN={shlex.quote(str(plan_path))}", f"MAX_REQUEUES={MAX_REQUEUES}",
-              'TASK="${SLURM_ARRAY_JOB_ID}_${SLURM_ARRAY_TASK_ID}"  # this element; $SLURM_JOB_ID of task 0 is the '
+    # The warning must leave time to finish the extraction chunk in hand and requeue (docs/sweeps.md).
+    lines += ["#SBATCH --requeue", "#SBATCH --open-mode=append",
+              f"#SBATCH --signal=B:USR1@{slurm.warn_before_limit_s}", "", "set -uo pipefail",
+              "# sbatch's argument: this array's first element in the plan (every array's task ids start at 0); read "
+              "before the setup lines, which may source scripts that see it",
+              'ELEMENT=$(( ${1:?the first element of this array} + SLURM_ARRAY_TASK_ID ))', *slurm.setup,
+              f"PYTHON={_python(slurm)}", f"PLAN={shlex.quote(str(plan_path))}", f"MAX_REQUEUES={MAX_REQUEUES}",
+              'TASK="${SLURM_ARRAY_JOB_ID}_${SLURM_ARRAY_TASK_ID}"  # this task; $SLURM_JOB_ID of task 0 is the '
               'whole array\'s id',
-              'echo "[evalsuite-sweep] element $SLURM_ARRAY_TASK_ID of $PLAN, job $TASK on $(hostname), restart '
+              'echo "[evalsuite-sweep] element $ELEMENT of $PLAN, job $TASK on $(hostname), restart '
               '${SLURM_RESTART_COUNT:-0}"',
               "", "# A stop signal is passed on: evalsuite finishes its extraction chunk and exits "
               f"{EXIT_PREEMPTED}. After TERM (scancel, a preemption) Slurm decides what follows; after USR1 the "
               "task requeues itself.", 'CHILD="" SIGNALLED=""',
               "forward() { SIGNALLED=$1; [ -n \"$CHILD\" ] && kill -s \"$1\" \"$CHILD\" 2>/dev/null; }",
               "trap 'forward USR1' USR1", "trap 'forward TERM' TERM",
-              '"$PYTHON" -m evalsuite sweep element "$PLAN" "$SLURM_ARRAY_TASK_ID" &', "CHILD=$!",
+              '"$PYTHON" -m evalsuite sweep element "$PLAN" "$ELEMENT" &', "CHILD=$!",
               'wait "$CHILD"; RC=$?',
               'while kill -0 "$CHILD" 2>/dev/null; do wait "$CHILD"; RC=$?; done  # a trap cut the wait short',
               'if [ "$SIGNALLED" = USR1 ] && [ "$RC" != 0 ] && [ "${SLURM_RESTART_COUNT:-0}" -lt "$MAX_REQUEUES" ]; '
@@ -73,7 +78,7 @@ def array_script(sweep, folder, plan_path) -> str:
               '    echo "[evalsuite-sweep] stopped by a signal (exit $RC): requeueing $TASK; it resumes from the '
               'cache"',
               '    scontrol requeue "$TASK" && sleep 60  # the requeue ends this script',
-              "fi", 'echo "[evalsuite-sweep] element $SLURM_ARRAY_TASK_ID ended with exit $RC"', 'exit "$RC"', ""]
+              "fi", 'echo "[evalsuite-sweep] element $ELEMENT ended with exit $RC"', 'exit "$RC"', ""]
     return "\n".join(lines)
 
 

@@ -15,6 +15,7 @@ from evalsuite.errors import EvalsuiteError
 from evalsuite.models.pooling import check_token_rule
 from evalsuite.models.registry import MODELS
 from evalsuite.runtime.precision import PRECISIONS
+from evalsuite.sweeps.limits import time_limit_s
 from evalsuite.tasks.resources import cards_dir, find_yaml, recipes_dir
 
 TOP_KEYS = {"name", "models", "tasks", "seeds", "probes", "precision", "out", "data_root", "slurm", "device",
@@ -22,9 +23,13 @@ TOP_KEYS = {"name", "models", "tasks", "seeds", "probes", "precision", "out", "d
 MODEL_KEYS = {"name", "model", "weights", "random_init", "pooling"}
 TASK_KEYS = {"task", "data_root", "probes", "shards"}
 SLURM_KEYS = {"partition", "account", "gpus", "cpus", "time", "array_parallelism", "extra", "setup", "python",
-              "mem_margin_gb", "max_mem_gb"}
+              "mem_margin_gb", "max_mem_gb", "warn_before_limit_s"}
 SAFE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
 DEFAULT_MEM_MARGIN_GB = 4.0  # interpreter, torch and timm libraries, DataLoader workers: what the plan leaves out
+# USR1 this long before the time limit: the extraction chunk in hand must finish in it, or the element ends as
+# TIMEOUT without a requeue. It covers the longest chunk measured (docs/sweeps.md, "Preemption and requeue").
+DEFAULT_WARN_BEFORE_LIMIT_S = 1200
+SLURM_MAX_SIGNAL_TIME_S = 65535  # sbatch(1): --signal's sig_time is at most this
 
 
 @dataclass(frozen=True)
@@ -57,6 +62,7 @@ class SlurmOptions:
     python: str | None = None  # interpreter in the jobs; None: the one running `sweep run`
     mem_margin_gb: float = DEFAULT_MEM_MARGIN_GB
     max_mem_gb: float | None = None  # the largest --mem a node grants; a cell over it is planned memory-mapped
+    warn_before_limit_s: int = DEFAULT_WARN_BEFORE_LIMIT_S  # --signal=B:USR1@this
 
 
 @dataclass
@@ -231,11 +237,25 @@ def _slurm(raw, path: Path) -> SlurmOptions:
     for key in ("array_parallelism", "cpus"):
         if getattr(options, key) is not None:
             _integer(getattr(options, key), 1, path, f"slurm.{key}")
+    _check_warning(options, path)
     for key in ("mem_margin_gb", "max_mem_gb"):
         value = getattr(options, key)
         if value is not None and (not isinstance(value, (int, float)) or isinstance(value, bool) or value < 0):
             raise EvalsuiteError(f"sweep file {path}: slurm.{key} is a number of GB such as 4 or 0.5, got {value!r}")
     return options
+
+
+def _check_warning(options: SlurmOptions, path: Path) -> None:
+    """The USR1 warning must fit sbatch's range and come before the time limit: a warning longer than the limit
+    stops every element at its first chunk."""
+    warn_s = _integer(options.warn_before_limit_s, 1, path, "slurm.warn_before_limit_s")
+    if warn_s > SLURM_MAX_SIGNAL_TIME_S:
+        raise EvalsuiteError(f"sweep file {path}: slurm.warn_before_limit_s is at most {SLURM_MAX_SIGNAL_TIME_S} "
+                             f"(sbatch --signal's limit), got {warn_s}")
+    limit_s = time_limit_s(options.time) if options.time else None
+    if limit_s and warn_s >= limit_s:
+        raise EvalsuiteError(f"sweep file {path}: slurm.warn_before_limit_s ({warn_s} s) is not shorter than "
+                             f"slurm.time ({options.time}, {limit_s} s); raise slurm.time or lower the warning")
 
 
 def _lines(value, path: Path, where: str) -> list:

@@ -1,6 +1,6 @@
-"""`evalsuite sweep run --executor slurm` under a real Slurm on localhost: one job array per submission, per-element
---mem from the budget planner, a failed cell resubmitted alone after the file is fixed, every row exactly once, and a
-sharded extraction stopped mid-way by a signal, requeued, and byte-identical to a one-process extraction.
+"""`evalsuite sweep run --executor slurm` under a real Slurm on localhost: one job array per memory class, each task's
+--mem its element's planned class, a failed cell resubmitted alone after the file is fixed, every row exactly once,
+and a sharded extraction stopped mid-way by a signal, requeued, and byte-identical to a one-process extraction.
 
 The module starts its own private cluster (in EVALSUITE_SLURM_DIR/sweep when CI sets it, so .ci/run's trap stops
 it), so it can run beside tests/e2e/test_slurm.py on the other pytest worker. The cluster's GPUs are fake: the
@@ -100,6 +100,29 @@ def _submitted_arrays(stdout: str) -> list:
     return [line for line in stdout.splitlines() if line.startswith("running: sbatch") and "--array=" in line]
 
 
+def _array_jobs(stdout: str) -> list:
+    """[(array job id, first element, last element, --mem MB)] from the `array ID: elements A-B ...` lines."""
+    found = []
+    for line in stdout.splitlines():
+        if line.startswith("array ") and ": elements " in line:
+            job, rest = line[len("array "):].split(": elements ", 1)
+            span, mem = rest.split(" of the plan, --mem=")
+            first, last = span.split("-")
+            found.append((job, int(first), int(last), int(mem.rstrip("M"))))
+    return found
+
+
+def _check_task_memory(conf: Path, stdout: str) -> list:
+    """Every submitted task's MinMemoryNode is its element's mem_mb in the plan; returns the arrays."""
+    plan, arrays = _plan(stdout), _array_jobs(stdout)
+    for job, first, last, mem_mb in arrays:
+        for task in range(last - first + 1):
+            element = plan["elements"][first + task]
+            assert element["mem_mb"] == mem_mb, element
+            assert _job_mem_mb(conf, f"{job}_{task}") == mem_mb
+    return arrays
+
+
 def test_a_sweep_is_one_array_a_failed_cell_is_resubmitted_alone_and_rows_are_written_once(cluster, tmp_path):
     models = f"  - {PRETRAINED}\n  - {{name: {PRETRAINED}+random-init, model: {PRETRAINED}, random_init: true}}\n"
     # One short probe per task keeps the cells quick; the cards' default probes add nothing to what is tested here.
@@ -108,11 +131,8 @@ def test_a_sweep_is_one_array_a_failed_cell_is_resubmitted_alone_and_rows_are_wr
                                     f"/no/such/folder, probes: [{seg}]}}\n", models)
     first = _evalsuite(cluster, "sweep", "run", broken, "--executor", "slurm", cwd=tmp_path)
     assert first.returncode == 4, first.stdout + first.stderr  # the demo_seg cells failed at planning
-    assert len(_submitted_arrays(first.stdout)) == 1, first.stdout  # one array for every runnable cell
-    plan = _plan(first.stdout)
-    array_id = next(line for line in first.stdout.splitlines() if "scontrol release" in line).split()[-1]
-    for element in plan["elements"]:  # each element's --mem is the planner's figure for its cell
-        assert _job_mem_mb(cluster, f"{array_id}_{element['index']}") == element["mem_mb"]
+    assert len(_submitted_arrays(first.stdout)) == 1, first.stdout  # the runnable cells are of one memory class
+    assert len(_check_task_memory(cluster, first.stdout)) == 1
     _wait_for_queue(cluster)
     status = _status(cluster, broken)
     assert {key: cell["state"] for key, cell in status.items()} == {
@@ -153,7 +173,8 @@ def test_a_shard_stopped_mid_extraction_is_requeued_and_the_cache_is_byte_identi
     (tmp_path / "sweep.yaml").write_text(sweep)
     submitted = _evalsuite(cluster, "sweep", "run", tmp_path / "sweep.yaml", "--executor", "slurm", cwd=tmp_path)
     assert submitted.returncode == 0, submitted.stdout + submitted.stderr
-    array_id = next(line for line in submitted.stdout.splitlines() if "scontrol release" in line).split()[-1]
+    (array_id, _, _, _), probe_array = _array_jobs(submitted.stdout)  # the shards, then the probe element after them
+    assert probe_array[1:3] == (2, 2)  # its own array: task 0 runs element 2
     cache_root = tmp_path / "results dir/cache"
     deadline = time.monotonic() + 300
     while not _first_shard_chunk_done(cache_root):
@@ -177,3 +198,51 @@ def test_a_shard_stopped_mid_extraction_is_requeued_and_the_cache_is_byte_identi
                (cache_root / key / "features.npy").read_bytes(), key
     verified = _evalsuite(cluster, "cache", "verify", "--out", tmp_path / "results dir", cwd=tmp_path)
     assert verified.returncode == 0, verified.stdout + verified.stderr
+
+
+def _two_task_sweep(folder: Path, slurm_extra: str) -> Path:
+    seg = _short_seg_recipe(folder)
+    return _write_sweep(folder, f"  - {{task: demo, probes: [knn]}}\n  - {{task: demo_seg, probes: [{seg}]}}\n",
+                        "  - {name: tiny, model: test_vit, random_init: true}\n", extra=slurm_extra)
+
+
+def test_cells_of_two_memory_classes_go_in_as_two_arrays_and_each_task_gets_its_plan(cluster, tmp_path):
+    """The two tasks' plans differ; a margin taken from a dry run puts the 4096 MB class boundary between them, so the
+    submission is two arrays (the second waiting for the first: array_parallelism). Both finish, and `sweep status`
+    follows each cell in its own array."""
+    dry = _evalsuite(cluster, "sweep", "run", _two_task_sweep(tmp_path, "  mem_margin_gb: 0\n"), "--executor", "slurm",
+                     "--dry-run", cwd=tmp_path)
+    assert dry.returncode == 0, dry.stdout + dry.stderr
+    # The real scontrol's answers, read: Slurm's default MaxArraySize, the CI partition without a memory limit.
+    assert "slurm limits (scontrol): MaxArraySize 1001, 1001 tasks an array; partition ci: MaxMemPerNode unlimited" \
+           in dry.stdout
+    small, large = sorted(element["request_mb"] for element in _plan(dry.stdout)["elements"])
+    assert small < large
+    margin_mb = 4096 - small
+    sweep = _two_task_sweep(tmp_path, f"  mem_margin_gb: {margin_mb / 1024}\n")
+    submitted = _evalsuite(cluster, "sweep", "run", sweep, "--executor", "slurm", cwd=tmp_path)
+    assert submitted.returncode == 0, submitted.stdout + submitted.stderr
+    arrays = _check_task_memory(cluster, submitted.stdout)
+    assert [mem_mb for *_, mem_mb in arrays] == [4096, -(-(large + margin_mb) // 1024) * 1024], submitted.stdout
+    assert len(_submitted_arrays(submitted.stdout)) == 2
+    _wait_for_queue(cluster)
+    status = _status(cluster, sweep)
+    assert {cell["state"] for cell in status.values()} == {"done"}, status
+    assert {cell["job"] for cell in status.values()} == {f"{job}_0" for job, *_ in arrays}
+
+
+def test_a_cell_above_the_partitions_max_mem_per_node_is_refused_before_anything_is_submitted(cluster, tmp_path):
+    sweep = _write_sweep(tmp_path, "  - {task: demo, probes: [knn]}\n",
+                         "  - {name: tiny, model: test_vit, random_init: true}\n")
+    limit = ["scontrol", "update", "PartitionName=ci"]  # MaxMemPerNode=0 is unlimited again
+    subprocess.run([*limit, "MaxMemPerNode=2048"], env=_env(cluster), check=True, capture_output=True)
+    try:
+        refused = _evalsuite(cluster, "sweep", "run", sweep, "--executor", "slurm", cwd=tmp_path)
+    finally:
+        subprocess.run([*limit, "MaxMemPerNode=0"], env=_env(cluster), check=True, capture_output=True)
+    assert refused.returncode == 2, refused.stdout + refused.stderr
+    assert "cell tiny x demo plans --mem=" in refused.stderr and "partition ci's MaxMemPerNode (2048M)" in \
+           refused.stderr, refused.stderr
+    assert not _submitted_arrays(refused.stdout)
+    queued = subprocess.run(["squeue", "-h"], env=_env(cluster), capture_output=True, text=True)
+    assert not queued.stdout.strip()

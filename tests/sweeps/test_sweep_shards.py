@@ -3,6 +3,7 @@ writes the plan), run by hand. Two shards fill one cache byte for byte as one pr
 a signal mid-extraction exits 75 and, run again, finishes from the chunks on disk."""
 
 import json
+import re
 import signal
 import subprocess
 import sys
@@ -25,7 +26,9 @@ def _planned_sweep(folder: Path) -> Path:
                      "chunk_rows: 32\nbatch_size: 32\nout: out\n")
     result = run_cli("sweep", "run", sweep, "--executor", "slurm", "--dry-run")
     assert result.returncode == 0, result.stdout + result.stderr
-    assert "would run: sbatch --parsable --hold --array=0,1" in result.stdout
+    assert re.search(r"would run: sbatch --parsable --array=0-1 --mem=\d+M \S+array-dry-run.sbatch 0\n", result.stdout)
+    assert re.search(r"would run: sbatch --parsable --array=0 --mem=\d+M '--dependency=afterany:<ARRAY1>_0:<ARRAY1>_1' "
+                     r"\S+array-dry-run.sbatch 2\n", result.stdout), result.stdout  # the probe element, after both
     assert not (folder / "out" / "leaderboard.csv").exists()
     plan = next(line for line in result.stdout.splitlines() if line.startswith("plan: "))[len("plan: "):]
     assert plan.endswith("plan-dry-run.json")
