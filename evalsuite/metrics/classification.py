@@ -80,8 +80,9 @@ def compute_metrics(y_true: np.ndarray, proba: np.ndarray, ordinal: bool = False
 def classification_split_metrics(card, probe, features, labels, with_intervals: bool = False, groups=None,
                                  seed: int = 0) -> dict:
     """The scorer of kind `classification`: {metric: value} of a fitted probe on one split; with intervals also
-    {metric + "_ci": (low, high)} from the bootstrap (drawn with `seed`) over the clusters `groups` (one id per
-    item; None: items). An ordinal `card` adds the quadratic weighted kappa."""
+    {metric + "_ci": (low, high)} and {metric + "_draws": per-draw scores} from the bootstrap (drawn with `seed`;
+    the runner passes bootstrap.DRAW_SEED for every probe seed) over the clusters `groups` (one id per item; None:
+    items). An ordinal `card` adds the quadratic weighted kappa."""
     proba = probe.predict_proba(features)
     ordinal = bool(getattr(card, "ordinal", False))
     metrics = compute_metrics(labels, proba, ordinal)
