@@ -52,7 +52,9 @@ def add_column_statistics(table: WideTable, out_dir: Path, loader: PredictionsLo
         drawn[task] = scores
         if loader.cell(ranked[0].model, task, ranked[0].cells[task]).clusters is None:
             unclustered.append(task)
-        _fill_column(table, task, ranked, scores)
+        why = _fill_column(table, task, ranked, scores)
+        if why:
+            untested[task] = why
     _fill_missing_intervals(table, Path(out_dir))
     _add_mean_rank_intervals(table, drawn, untested)
     table.notes += _notes(untested, unclustered)
@@ -87,22 +89,22 @@ def _mark_untested(ranked: list, task: str, why: str) -> None:
         row.cells[task] = replace(row.cells[task], untested=why)
 
 
-def _fill_column(table: WideTable, task: str, ranked: list, scores: dict) -> None:
+def _fill_column(table: WideTable, task: str, ranked: list, scores: dict) -> str:
+    """Every cell's interval, rank interval and best-set membership; why the set could not be found, if so."""
     metric = table.metrics[task]
     per_draw = {model: values for model, (_, values) in scores.items()}
     ranks = ranks_from_scores(per_draw, metric) if len(ranked) > 1 else {}
     best = model_confidence_set({m: observed for m, (observed, _) in scores.items()}, per_draw,
                                 higher_is_better(metric)) if len(ranked) > 1 else None
+    why = "no bootstrap draw scored every model" if best is None and len(ranked) > 1 else ""
     for row in ranked:
-        cell = row.cells[task]
-        changes = {"interval": percentile_interval(per_draw[row.model], CONFIDENCE)}
+        changes = {"interval": percentile_interval(per_draw[row.model], CONFIDENCE), "untested": why}
         if row.model in ranks:
             changes["rank_interval"] = ranks[row.model]
         if best is not None:
             changes.update(best_set=best.contains(row.model), best_set_p=best.p_values[row.model])
-        elif len(ranked) > 1:  # no draw in which every model's score is defined
-            changes["untested"] = "no bootstrap draw scored every model"
-        row.cells[task] = replace(cell, **changes)
+        row.cells[task] = replace(row.cells[task], **changes)
+    return why
 
 
 def _fill_missing_intervals(table: WideTable, out_dir: Path) -> None:
