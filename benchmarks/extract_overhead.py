@@ -163,19 +163,19 @@ def time_pure_forward(backbone, decoded, device, precision) -> tuple[float, list
 
 
 def time_conversion(outputs, row_shape) -> float:
-    """The per-batch work extract_to_cache does after the forward: checks, float16, into the buffer."""
+    """The per-batch work extract_to_cache does after the forward: checks and float16 rows queued to the host,
+    then the chunk's one wait and read (features/host_rows.py)."""
     import torch
 
-    from evalsuite.features.extract import _checked_rows
+    from evalsuite.features.host_rows import ChunkRows
 
-    buffer = np.empty((sum(len(o) for o in outputs), *row_shape), dtype=np.float16)
+    rows = ChunkRows(sum(len(o) for o in outputs), row_shape, torch.device("cpu"))
     started = time.perf_counter()
     with torch.inference_mode():
         filled = 0
         for output in outputs:
-            rows = _checked_rows(output.float(), row_shape, filled, "extract_overhead")
-            buffer[filled : filled + len(rows)] = rows.to(torch.float16).cpu().numpy()
-            filled += len(rows)
+            filled += rows.add(output.float(), filled, "extract_overhead")
+        rows.collect(filled, 0, "extract_overhead")
     return time.perf_counter() - started
 
 

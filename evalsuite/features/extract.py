@@ -6,7 +6,8 @@ size (its last image repeated, the extra rows dropped), so every forward of a ti
 shape: CPU kernels chosen by batch shape and thread count gave a partial batch other float16
 values under torchrun's 1-thread ranks than in a 2-thread process. Slide caches are not padded
 (a chunk is one slide's tiles, often fewer than a batch). Each finished chunk is written and
-recorded durably before the next starts; SIGTERM or SIGUSR1 (Slurm preemption) stops the run
+recorded durably before the next starts, and the host waits for the device once per chunk, when the chunk's rows
+are complete (host_rows.py); SIGTERM or SIGUSR1 (Slurm preemption) stops the run
 after the current chunk, the split's last one included, with EXIT_PREEMPTED, and the same
 command resumes it.
 """
@@ -15,17 +16,15 @@ import contextlib
 import signal
 import threading
 
-import numpy as np
 import torch
 
 from evalsuite.errors import EXIT_PREEMPTED, EvalsuiteError
-from evalsuite.features.cache import CACHE_DTYPE
+from evalsuite.features.host_rows import ChunkRows
 from evalsuite.runtime.allocator import reuse_freed_memory
 from evalsuite.runtime.devices import loader_kwargs
 from evalsuite.runtime.precision import autocast_context
 from evalsuite.runtime.progress import Progress
 
-FLOAT16_MAX = float(np.finfo(np.float16).max)
 _STOP_SIGNALS = (signal.SIGTERM, signal.SIGUSR1)
 
 
@@ -115,8 +114,9 @@ def extract_to_cache(backbone, dataset, writer, device: torch.device, *, batch_s
     # A dataset may hand out raw pixels and convert whole batches here (readers/batch_decoding.py: uint8 images);
     # a dataset without prepare_batch gives model inputs already.
     prepare_batch = getattr(dataset, "prepare_batch", None) or (lambda images: images)
-    chunk_rows = max(stop - start for _, start, stop in pending)
-    buffer = np.empty((chunk_rows, *writer.row_shape), dtype=CACHE_DTYPE)
+    # Rows reach the host with one wait for the device per chunk (host_rows.py), so the next batch's copy and
+    # forward are queued while the device still works on this one.
+    rows = ChunkRows(max(stop - start for _, start, stop in pending), writer.row_shape, device)
     forwarded = 0
     done_before = len(dataset) - sum(b - a for _, a, b in pending)
     # A bar on a terminal; plain lines at each tenth in a Slurm log or a pipe (runtime/progress.py).
@@ -133,11 +133,9 @@ def extract_to_cache(backbone, dataset, writer, device: torch.device, *, batch_s
                 images = _padded(images, batch_size) if pad_to_batch else images
                 with autocast_context(device, precision):
                     output = features_of(images.contiguous(memory_format=memory_format))
-                rows = _checked_rows(output[:wanted].float(), writer.row_shape, start + filled, description)
-                buffer[filled : filled + len(rows)] = rows.to(torch.float16).cpu().numpy()
-                filled += len(rows)
+                filled += rows.add(output[:wanted].float(), filled, description)
                 progress.update(done_before + forwarded + filled)
-            writer.write_chunk(index, buffer[:filled])
+            writer.write_chunk(index, rows.collect(filled, start, description))
             forwarded += filled
             if stop.signal_name:  # also after the split's last chunk: the next split would ignore the request
                 raise Preempted(f"{description}: stopped on {stop.signal_name} after chunk {index + 1} of "
@@ -160,20 +158,3 @@ def _memory_format(model) -> torch.memory_format:
     # convolution is its patch embedding, which gains nothing.
     is_vit = hasattr(model, "patch_embed")
     return torch.contiguous_format if is_vit else torch.channels_last
-
-
-def _checked_rows(rows: torch.Tensor, row_shape: tuple, offset: int, description: str) -> torch.Tensor:
-    if tuple(rows.shape[1:]) != tuple(row_shape):
-        raise EvalsuiteError(f"{description}: backbone returned {tuple(rows.shape)}, expected [batch, "
-                             f"{', '.join(map(str, row_shape))}]")
-    finite = torch.isfinite(rows).flatten(1).all(dim=1)
-    if not finite.all():
-        bad = int((~finite).nonzero()[0]) + offset
-        raise EvalsuiteError(f"{description}: backbone produced NaN/inf features (first at sample {bad}); "
-                             "check the weights, or rerun with --precision fp32")
-    overflow = int((rows.abs() > FLOAT16_MAX).sum())
-    if overflow:
-        raise EvalsuiteError(f"{description}: {overflow} feature values exceed the float16 range (|x| > "
-                             f"{FLOAT16_MAX:.0f}) near sample {offset} and would become inf in the float16 cache; "
-                             "this backbone's features need normalising before caching")
-    return rows
