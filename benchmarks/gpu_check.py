@@ -534,7 +534,8 @@ def markdown(report: dict) -> str:
     settings = (f"- device {report['device']}, precision {report['precision']}, batch {report['batch_size']}, "
                 f"{report['num_workers']} DataLoader worker(s), {'smoke' if report['smoke'] else 'full'} sizes, "
                 f"{report['total_s']:.1f} s in all")
-    lines = ["# gpu_check (issue 39)", "", f"- {report['machine']}", f"- {report['host']}", settings, "", "## Parts", "",
+    lines = ["# gpu_check (issue 39)", "", f"- {report['machine']}", f"- {report['host']}", settings, "", "## Parts",
+             "",
              md_table(["part", "status", "seconds", "note"],
                       [[name, part["status"], f"{part['seconds']:.1f}", part.get("error") or part.get("reason", "")]
                        for name, part in report["parts"].items()]),
@@ -563,17 +564,26 @@ def markdown(report: dict) -> str:
                        [[m["label"], m["bf16_vs_fp32"]["tiles"], f"{m['bf16_vs_fp32']['max_rel_error']:.2e}",
                          f"{m['bf16_vs_fp32']['median_rel_error']:.2e}", f"{m['bf16_vs_fp32']['min_cosine']:.5f}"]
                         for m in models]), "", "## CUDA tests", ""]
-    tests = report["cuda_tests"] or {}
+    tests = report.get("cuda_tests") or {}
     if tests.get("reason"):
         lines.append(tests["reason"])
     lines += [f"`{tests.get('command', '')}`: exit {tests.get('exit_code')}, {tests.get('summary', '')}", "",
               "## torchrun", ""]
-    torchrun = report["torchrun"] or {}
+    torchrun = report.get("torchrun") or {}
     lines.append(f"`{torchrun.get('command', '')}`: exit {torchrun.get('exit_code')} in "
                  f"{torchrun.get('wall_s', 0):.1f} s; device {torchrun.get('device')}, precision "
                  f"{torchrun.get('precision')}, world size {torchrun.get('world_size')}"
                  + (f"; error: {torchrun['error']}" if torchrun.get("error") else ""))
     return "\n".join(lines) + "\n"
+
+
+def save(report: dict, out: Path, started: float) -> tuple:
+    """gpu_check.json and gpu_check.md as the report stands (written after each part)."""
+    report["total_s"] = time.perf_counter() - started
+    json_path, md_path = out / "gpu_check.json", out / "gpu_check.md"
+    json_path.write_text(json.dumps(report, indent=2, default=str) + "\n")
+    md_path.write_text(markdown(report))
+    return json_path, md_path
 
 
 def run(args, device) -> int:
@@ -595,6 +605,8 @@ def run(args, device) -> int:
     print(f"gpu_check: device {device}, precision {settings['precision']}, batch {settings['batch_size']}, "
           f"{settings['num_workers']} worker(s), {'smoke' if args.smoke else 'full'} sizes", flush=True)
     parts = report["parts"]
+    sizes = Sizes(tuple(m for m in sizes.models if not args.models or m.label in args.models), sizes.slide_side_tiles,
+                  sizes.compare_tiles)
     work = Path(tempfile.mkdtemp(prefix="evalsuite-gpu-check-"))
     try:
         data = run_part(parts, "data", make_data, work, sizes, settings["num_workers"])
@@ -606,22 +618,32 @@ def run(args, device) -> int:
                 if measured is not None:
                     report["models"].append(measured)
                     print_model(measured, device, args.smoke)
+                save(report, out, started)  # a run stopped at its time limit keeps the models it measured
     finally:
         shutil.rmtree(work, ignore_errors=True)
     if device.type != "cuda":
         parts["gpu memory"] = {"status": "skipped", "seconds": 0.0, "reason": NO_CUDA}
         print(f"part gpu memory: {NO_CUDA}")
-    report["cuda_tests"] = run_part(parts, "cuda tests", cuda_tests, device)
-    if report["cuda_tests"]:
+    if args.no_subprocesses:
+        report["cuda_tests"] = parts["cuda tests"] = {"status": "skipped", "seconds": 0.0,
+                                                      "reason": "--no-subprocesses"}
+    else:
+        report["cuda_tests"] = run_part(parts, "cuda tests", cuda_tests, device)
+    if report["cuda_tests"] and "summary" in report["cuda_tests"]:
         print(f"  {report['cuda_tests']['summary']}")
-    report["torchrun"] = run_part(parts, "torchrun", torchrun_demo, out / "torchrun-demo")
-    if report["torchrun"]:
+    save(report, out, started)
+    if args.no_subprocesses:
+        report["torchrun"] = parts["torchrun"] = {"status": "skipped", "seconds": 0.0, "reason": "--no-subprocesses"}
+    else:
+        torchrun_out = Path(tempfile.mkdtemp(prefix="evalsuite-gpu-check-torchrun-"))
+        try:
+            report["torchrun"] = run_part(parts, "torchrun", torchrun_demo, torchrun_out)
+        finally:
+            shutil.rmtree(torchrun_out, ignore_errors=True)
+    if report["torchrun"] and "exit_code" in report["torchrun"]:
         print(f"  exit {report['torchrun']['exit_code']} in {report['torchrun']['wall_s']:.1f} s, "
               f"world size {report['torchrun'].get('world_size')}, device {report['torchrun'].get('device')}")
-    report["total_s"] = time.perf_counter() - started
-    json_path, md_path = out / "gpu_check.json", out / "gpu_check.md"
-    json_path.write_text(json.dumps(report, indent=2, default=str) + "\n")
-    md_path.write_text(markdown(report))
+    json_path, md_path = save(report, out, started)
     print(f"json: {json_path}")
     print(f"markdown: {md_path}")
     failed = [name for name, part in parts.items() if part["status"] in ("error", "failed")]
@@ -638,6 +660,10 @@ def parse_args(argv=None):
                         help="tiny sizes, for CI on the CPU (the GPU parts run on the tiny sizes where there is one)")
     parser.add_argument("--num-workers", type=int, default=None,
                         help="DataLoader workers of the extractions (default: as a run picks them on the device)")
+    parser.add_argument("--models", nargs="+", choices=[m.label for m in FULL.models + SMOKE.models], default=None,
+                        help="measure only these models (default: every model of the sizes)")
+    parser.add_argument("--no-subprocesses", action="store_true",
+                        help="leave out the CUDA tests and torchrun (a second run at other settings)")
     args = parser.parse_args(argv)
     if args.num_workers is not None and args.num_workers < 0:
         parser.error("--num-workers must be >= 0")
