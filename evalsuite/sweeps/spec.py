@@ -9,12 +9,11 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import yaml
-
 from evalsuite.errors import EvalsuiteError
 from evalsuite.models.pooling import check_token_rule
 from evalsuite.models.registry import MODELS
 from evalsuite.runtime.precision import PRECISIONS
+from evalsuite.storage.yaml_files import parse_yaml
 from evalsuite.sweeps.limits import time_limit_s
 from evalsuite.tasks.resources import cards_dir, find_yaml, recipes_dir
 
@@ -83,10 +82,7 @@ def load_sweep(path) -> Sweep:
     path = Path(path)
     if not path.is_file():
         raise EvalsuiteError(f"sweep file not found: {path}; check the path")
-    try:
-        raw = yaml.safe_load(path.read_text())
-    except yaml.YAMLError as exc:
-        raise EvalsuiteError(f"sweep file {path}: not valid YAML ({str(exc).splitlines()[0]})") from None
+    raw = parse_yaml(path.read_bytes(), path, "sweep file")
     if not isinstance(raw, dict):
         raise EvalsuiteError(f"sweep file {path}: expected a mapping with models: and tasks:, got "
                              f"{type(raw).__name__}")

@@ -8,9 +8,8 @@ install) they are read from the repository root.
 import hashlib
 from pathlib import Path
 
-import yaml
-
 from evalsuite.errors import EvalsuiteError
+from evalsuite.storage.yaml_files import parse_yaml
 
 PACKAGE_DIR = Path(__file__).resolve().parent.parent
 _REPO_DIR = PACKAGE_DIR.parent
@@ -64,10 +63,7 @@ def read_yaml_mapping(path: Path, kind: str) -> tuple[dict, str]:
 
     Results record the hash, so a run names the exact card or recipe it came from."""
     raw_bytes = path.read_bytes()
-    try:
-        raw = yaml.safe_load(raw_bytes)
-    except yaml.YAMLError as exc:
-        raise EvalsuiteError(f"{kind} {path}: not valid YAML ({str(exc).splitlines()[0]})") from None
+    raw = parse_yaml(raw_bytes, path, kind)
     if not isinstance(raw, dict):
         raise EvalsuiteError(f"{kind} {path}: expected a mapping of fields at the top level")
     return raw, hashlib.sha256(raw_bytes).hexdigest()

@@ -394,3 +394,39 @@ def test_skip_bad_slides_leaving_a_test_split_with_one_class_is_refused_naming_t
     assert_one_line_error(result, "refusing to score the test split: --skip-bad-slides left out 2 slide(s) "
                           "(gone_1, gone_2) and only class stroma (2 items) is left")
     assert not leaderboard_rows(tmp_path / "out")
+
+
+# ---- issue 40: a YAML key written twice (sweep files, task cards, probe recipes) ----------------------------------
+
+def _duplicated_key_files(tmp_path) -> dict:
+    """{kind: (path, the command that reads it, what its error says)}: each file writes one key twice."""
+    from evalsuite.tasks.resources import cards_dir
+
+    card = tmp_path / "card.yaml"
+    demo = (cards_dir() / "demo.yaml").read_text()
+    card.write_text("name: twice\nclasses: [a, b]\n" + demo.replace("name: demo\n", ""))  # demo's own classes: later
+    recipe = tmp_path / "recipe.yaml"
+    recipe.write_text("name: twice\nprobe: knn\nparams: {k: [1]}\nprobe: linear\n")
+    sweep = tmp_path / "sweep.yaml"
+    sweep.write_text("name: twice\nmodels: [test_vit]\ntasks: [demo]\nmodels: [resnet18]\nout: out\n")
+    nested = tmp_path / "nested.yaml"
+    nested.write_text("models: [test_vit]\nslurm:\n  partition: gpu\n  partition: cpu\ntasks: [demo]\nout: out\n")
+    return {
+        "sweep": (sweep, ["sweep", "run", sweep, "--dry-run"], "key 'models' is written twice (lines 2 and 4)"),
+        "sweep-nested": (nested, ["sweep", "status", nested], "key 'partition' is written twice (lines 3 and 4)"),
+        "card": (card, ["run", "--task", card, "--out", tmp_path / "out"],
+                 "key 'classes' is written twice (lines 2 and "),
+        "recipe": (recipe, ["run", "--task", "demo", "--probes", recipe, "--out", tmp_path / "out"],
+                   "key 'probe' is written twice (lines 2 and 4)"),
+    }
+
+
+@pytest.mark.parametrize("kind", ["sweep", "sweep-nested", "card", "recipe"])
+def test_a_yaml_key_written_twice_is_refused(tmp_path, kind):
+    """Before: PyYAML kept the last `models:` and the sweep ran half its models with exit 0; a card or recipe lost
+    a field the same way."""
+    path, command, fragment = _duplicated_key_files(tmp_path)[kind]
+    result = run_cli(*command, cwd=tmp_path, timeout=120)
+    assert result.returncode == 2, result.stderr
+    assert_one_line_error(result, str(path), fragment, "keep one")
+    assert not (tmp_path / "out").exists()
