@@ -28,7 +28,6 @@ import numpy as np
 
 N_BINS = 15
 PROBABILITY_FLOOR = float(np.finfo(np.float64).eps)  # 2.22e-16, scikit-learn's log_loss clip for float64
-LOWER_IS_BETTER = frozenset({"ece", "mce", "brier", "nll"})
 
 
 def bin_edges(n_bins: int = N_BINS) -> np.ndarray:

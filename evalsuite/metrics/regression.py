@@ -187,7 +187,6 @@ def _metric(name: str):
 
 # name -> fn(targets [items, targets], predictions [items, targets]) -> the mean over the defined targets (NaN if none)
 REGRESSION_METRICS = {name: _metric(name) for name in ("pearson", "spearman", "mse", "r2")}
-LOWER_IS_BETTER = frozenset({"mse"})
 
 
 def weighted_regression_metrics(targets, predictions, weights) -> dict:

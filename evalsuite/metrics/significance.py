@@ -26,8 +26,9 @@ from math import comb
 import numpy as np
 
 from evalsuite.metrics.bootstrap import BOOTSTRAP_DRAWS, CONFIDENCE, _ClassRanks, cluster_index, weighted_metrics
-from evalsuite.metrics.calibration import CALIBRATION_METRICS, LOWER_IS_BETTER, CalibrationItems
+from evalsuite.metrics.calibration import CALIBRATION_METRICS, CalibrationItems
 from evalsuite.metrics.classification import METRICS
+from evalsuite.metrics.directions import higher_is_better
 from evalsuite.metrics.draw_scores import AurocScores, CategorySums, confusion_scores, macro_mean, per_draw_scores
 from evalsuite.metrics.ordinal import ORDINAL_METRIC
 
@@ -35,10 +36,6 @@ from evalsuite.metrics.ordinal import ORDINAL_METRIC
 _WEIGHTED = {"balanced_accuracy", "f1_macro", "accuracy", "auroc_macro_ovr", ORDINAL_METRIC, *CALIBRATION_METRICS}
 ALPHA = 0.05
 CONFUSION_SCORES = ("balanced_accuracy", "f1_macro", "accuracy")  # scored per block of draws (draw_scores.py)
-
-
-def higher_is_better(metric: str) -> bool:
-    return metric not in LOWER_IS_BETTER
 
 
 def has_item_form(metric: str, extra_metrics: dict | None = None) -> bool:

@@ -24,9 +24,10 @@ import numpy as np
 
 from evalsuite.errors import EvalsuiteError
 from evalsuite.metrics.bootstrap import BOOTSTRAP_DRAWS, CONFIDENCE, DRAW_SEED, cluster_index, percentile_interval
+from evalsuite.metrics.directions import higher_is_better
 from evalsuite.metrics.multiple_comparisons import model_confidence_set
 from evalsuite.metrics.segmentation import has_confusion_form
-from evalsuite.metrics.significance import average_ranks, has_item_form, higher_is_better, ranks_from_scores
+from evalsuite.metrics.significance import average_ranks, has_item_form, ranks_from_scores
 from evalsuite.reporting.cell_draws import PredictionsLoader, same_items
 from evalsuite.reporting.results import RUNS_FOLDER
 from evalsuite.reporting.wide import RUN_COLUMN_METRICS, WideTable

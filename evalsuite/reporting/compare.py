@@ -18,10 +18,10 @@ import numpy as np
 
 from evalsuite.errors import EvalsuiteError
 from evalsuite.metrics.bootstrap import cluster_index, independence_note
+from evalsuite.metrics.directions import higher_is_better
 from evalsuite.metrics.multiple_comparisons import stepdown_max_t
 from evalsuite.metrics.segmentation import has_confusion_form
-from evalsuite.metrics.significance import (ALPHA, PairedResult, has_item_form, higher_is_better, mcnemar_exact,
-                                            paired_result)
+from evalsuite.metrics.significance import ALPHA, PairedResult, has_item_form, mcnemar_exact, paired_result
 from evalsuite.reporting.cell_draws import LEAVE_OUT as _LEAVE_OUT
 from evalsuite.reporting.cell_draws import CellPredictions, PredictionsLoader, same_items
 from evalsuite.reporting.leaderboard import format_table

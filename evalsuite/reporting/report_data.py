@@ -20,7 +20,7 @@ from pathlib import Path
 import numpy as np
 
 from evalsuite.errors import EvalsuiteError
-from evalsuite.metrics.significance import higher_is_better
+from evalsuite.metrics.directions import higher_is_better
 from evalsuite.reporting.cell_draws import PredictionsLoader
 from evalsuite.reporting.column_statistics import add_column_statistics
 from evalsuite.reporting.leaderboard import LEADERBOARD_FILE, read_rows

@@ -7,7 +7,7 @@ All text goes through html.escape, and a missing or non-finite number prints as 
 import html
 from datetime import datetime, timezone
 
-from evalsuite.metrics.significance import higher_is_better
+from evalsuite.metrics.directions import higher_is_better
 from evalsuite.reporting import svg
 from evalsuite.reporting.report_extras_html import beyond_sections, per_class_plot, reliability_section
 from evalsuite.reporting.report_data import Report

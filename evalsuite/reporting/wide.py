@@ -4,11 +4,12 @@ Built from the long CSV's rows (evalsuite.reporting.leaderboard.read_rows) in fo
 1. keep the rows the filters ask for;
 2. keep, for each (model, task, probe, seed), only the latest run (re-runs replace older runs);
 3. per (model, task), pick the probe with the best mean val score in the metric's direction (highest, or
-   lowest for ece, mce, brier, nll), never looking at test; an exact tie (at the ranking's 6 decimals) goes to
-   the probe with the lower mean val NLL, a proper scoring rule, so a saturated val metric (1.000 for every
-   probe) does not hand the cell to whichever probe sorts first by name; the name settles only what NLL cannot
-   (no NLL rows: survival, segmentation). No genuine val (HEST's val is train): the card's recipe or an error
-   (reporting/no_val.py). The chosen probe's seeds on the requested split are summarised as mean and sample std;
+   lowest for an error such as mse or nll: metrics/directions.py), never looking at test; an exact tie (at
+   the ranking's 6 decimals) goes to the probe with the lower mean val NLL, a proper scoring rule, so a
+   saturated val metric (1.000 for every probe) does not hand the cell to whichever probe sorts first by name;
+   the name settles only what NLL cannot (no NLL rows: survival, segmentation). No genuine val (HEST's val is
+   train): the card's recipe or an error (reporting/no_val.py). The chosen probe's seeds on the requested
+   split are summarised as mean and sample std;
 4. rank models per task (1 = best, ties share the average rank) and sum the ranks.
 `--metric throughput_img_s` (or forward_img_s) shows what extraction cost instead of a score: the probe is
 chosen on the task's headline metric as usual and the cell is the mean, over the chosen runs, of the
@@ -23,7 +24,7 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 
 from evalsuite.errors import EvalsuiteError
-from evalsuite.metrics.significance import higher_is_better
+from evalsuite.metrics.directions import higher_is_better
 from evalsuite.reporting.cell_intervals import with_seed_intervals
 from evalsuite.reporting.no_val import in_sample_val, probe_without_val
 
@@ -240,7 +241,11 @@ def _ranked_rows(cells: dict, tasks: list, metrics: dict) -> list[ModelRow]:
     for task in tasks:
         _rank_task(by_model, task, higher_is_better(metrics[task]))
     rows = [_model_row(model, task_cells, tasks) for model, task_cells in by_model.items()]
-    complete = sorted((r for r in rows if r.rank_sum is not None), key=lambda r: (r.rank_sum, -r.mean_over_tasks, r.model))
+    # Equal rank sums go to the better mean over tasks, which has a direction only when every task's metric agrees.
+    directions = {higher_is_better(metrics[task]) for task in tasks}
+    sign = (-1 if directions.pop() else 1) if len(directions) == 1 else 0
+    complete = sorted((r for r in rows if r.rank_sum is not None),
+                      key=lambda r: (r.rank_sum, sign * r.mean_over_tasks, r.model))
     return complete + sorted((r for r in rows if r.rank_sum is None), key=lambda r: r.model)
 
 

@@ -12,6 +12,7 @@ from typing import Callable
 
 from evalsuite.errors import EvalsuiteError
 from evalsuite.metrics.classification import METRICS, classification_split_metrics
+from evalsuite.metrics.directions import higher_is_better
 from evalsuite.metrics.regression import REGRESSION_METRICS, regression_split_metrics
 from evalsuite.metrics.segmentation import BACKGROUND, SEGMENTATION_METRICS, segmentation_split_metrics
 from evalsuite.metrics.survival import SURVIVAL_METRICS, survival_split_metrics
@@ -96,8 +97,9 @@ def _check_regression_card(raw: dict, path, classes: list) -> None:
         raise EvalsuiteError(f"task card {path}: field 'targets' has duplicate names")
 
 
-# Regression selects on a higher-is-better metric (probes keep the best val score); mse is reported, not selected on.
-REGRESSION_SELECTION = tuple(m for m in REGRESSION_METRICS if m != "mse")
+# Probes keep the highest val score (np.argmax, `score > best`), so a card may select only on a higher-is-better
+# metric: mse is reported, not selected on.
+REGRESSION_SELECTION = tuple(m for m in REGRESSION_METRICS if higher_is_better(m))
 
 KINDS = {
     "classification": TaskKind("classification", feature="pooled", selection_metrics=tuple(METRICS),
