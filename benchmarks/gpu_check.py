@@ -112,9 +112,11 @@ class Sizes:
     compare_tiles: int  # tiles of the bf16 vs fp32 comparison
 
 
-FULL = Sizes(models=(ModelSize("ViT-L/14", ("vit_large_patch14_224", "vit_large_patch14_clip_224"), 16384, 4096),
-                     ModelSize("ViT-H/14", ("vit_huge_patch14_224", "vit_huge_patch14_clip_224"), 8192, 2048),
-                     ModelSize("ViT-g/14", ("vit_giant_patch14_224", "vit_giant_patch14_clip_224"), 4096, 1024)),
+# Slide tiles as many as PCam tiles: a split's start-up (forking the workers, their first batches) weighs on a short
+# extraction; the first H100 run's 4,096 ViT-L slide tiles spent 0.2-0.4 s of 2.4-3.2 s before the first forward.
+FULL = Sizes(models=(ModelSize("ViT-L/14", ("vit_large_patch14_224", "vit_large_patch14_clip_224"), 16384, 16384),
+                     ModelSize("ViT-H/14", ("vit_huge_patch14_224", "vit_huge_patch14_clip_224"), 8192, 8192),
+                     ModelSize("ViT-g/14", ("vit_giant_patch14_224", "vit_giant_patch14_clip_224"), 4096, 4096)),
              slide_side_tiles=32, compare_tiles=32)
 SMOKE = Sizes(models=(ModelSize("timm test ViT", ("test_vit",), 32, 16),), slide_side_tiles=4, compare_tiles=4)
 
@@ -208,20 +210,31 @@ def slide_canvas(rng, side_tiles: int) -> np.ndarray:
     return canvas
 
 
-def write_slides(folder: Path, count: int, side_tiles: int) -> list:
-    """`count` tiled pyramidal JPEG TIFFs (even: SVS-like, odd: generic TIFF) and their slide records."""
+def write_slide(path: Path, index: int, side_tiles: int) -> None:
+    """One tiled pyramidal JPEG TIFF (even index: SVS-like, odd: generic TIFF), its noise drawn from seed 39 + index."""
     from evalsuite.readers.demo.demo_slides import write_pyramid_tiff
-    from evalsuite.readers.slides.slide_manifest import SlideRecord
 
-    rng = np.random.default_rng(39)
+    write_pyramid_tiff(path, slide_canvas(np.random.default_rng(39 + index), side_tiles), index % 2 == 0,
+                       mpp=SLIDE_MPP)
+
+
+def write_slides(folder: Path, count: int, side_tiles: int) -> list:
+    """`count` synthetic slides, written in parallel processes (each JPEG-encodes its pyramid on one core), and
+    their slide records."""
+    from concurrent.futures import ProcessPoolExecutor
+
+    from evalsuite.readers.slides.slide_manifest import SlideRecord
+    from evalsuite.runtime.cpus import usable_cpus
+
     folder.mkdir(parents=True, exist_ok=True)
-    records = []
-    for index in range(count):
-        aperio = index % 2 == 0
-        path = folder / f"synthetic-{index}.{'svs' if aperio else 'tif'}"
-        write_pyramid_tiff(path, slide_canvas(rng, side_tiles), aperio, mpp=SLIDE_MPP)
-        records.append(SlideRecord(f"synthetic-{index}", path, (0,), f"patient-{index}", "test"))
-    return records
+    paths = [folder / f"synthetic-{index}.{'svs' if index % 2 == 0 else 'tif'}" for index in range(count)]
+    if count == 1:
+        write_slide(paths[0], 0, side_tiles)
+    else:
+        with ProcessPoolExecutor(min(count, usable_cpus())) as pool:
+            list(pool.map(write_slide, paths, range(count), [side_tiles] * count))
+    return [SlideRecord(f"synthetic-{index}", path, (0,), f"patient-{index}", "test")
+            for index, path in enumerate(paths)]
 
 
 def first_slides(layout, tiles: int):
@@ -466,9 +479,16 @@ def torchrun_demo(out: Path) -> dict:
                       world_size=(run.get("distributed") or {}).get("world_size"),
                       samples_extracted_per_rank=(run.get("distributed") or {}).get("samples_extracted_per_rank"))
     if result.returncode != 0:
-        errors = [line for line in result.stderr.splitlines() if line.strip()]
-        record["error"] = errors[-1] if errors else "no output"
+        record["error"], record["stderr_tail"] = child_error(result.stderr)
     return record
+
+
+def child_error(stderr: str) -> tuple:
+    """(the run's own error line, the last 40 lines): torchrun ends its stderr with a summary framed in `=` lines
+    whose last line says nothing; the child's `evalsuite: ...` line or traceback's last line comes before it."""
+    lines = [line for line in stderr.splitlines() if line.strip()]
+    named = [line for line in lines if line.startswith("evalsuite") or "Error" in line.split(":")[0]]
+    return (named[-1] if named else lines[-1] if lines else "no output"), lines[-40:]
 
 
 # --- the run -------------------------------------------------------------------------------------
@@ -643,6 +663,7 @@ def run(args, device) -> int:
     if report["torchrun"] and "exit_code" in report["torchrun"]:
         print(f"  exit {report['torchrun']['exit_code']} in {report['torchrun']['wall_s']:.1f} s, "
               f"world size {report['torchrun'].get('world_size')}, device {report['torchrun'].get('device')}")
+        print("\n".join(f"  | {line}" for line in report["torchrun"].get("stderr_tail", [])))
     json_path, md_path = save(report, out, started)
     print(f"json: {json_path}")
     print(f"markdown: {md_path}")

@@ -29,9 +29,9 @@ def add_task_model_args(parser) -> None:
     parser.add_argument("--batch-size", type=int, default=None,
                         help="extraction batch size (default 64 on a GPU, 16 on the CPU)")
     parser.add_argument("--num-workers", type=int, default=None,
-                        help="DataLoader workers for extraction (default min(4, CPUs - 1); 0 when the forward runs "
-                             "on a CPU with 2 or fewer CPUs per process, where a worker would slow the forward more "
-                             "than decoding in the main process costs)")
+                        help="DataLoader workers for extraction (default: beside a GPU, the process's CPUs - 1, at "
+                             "most 12; beside a CPU forward min(4, CPUs - 1), and 0 with 2 or fewer CPUs per process, "
+                             "where a worker would slow the forward more than decoding in the main process costs)")
     parser.add_argument("--cache", choices=["auto", "ram", "memmap"], default="auto",
                      help="hold feature caches in host RAM or memory-mapped from disk (default auto: the RAM "
                           "budget planner decides; forcing ram over budget is refused)")

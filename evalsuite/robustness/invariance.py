@@ -28,6 +28,7 @@ from evalsuite.metrics.invariance import cosine_similarities, cosine_summary
 from evalsuite.models.transforms import build_transform
 from evalsuite.probes.recipes import check_recipe_fits, load_recipe
 from evalsuite.reporting.leaderboard import LEADERBOARD_FILE, check_appendable, rows_from_record
+from evalsuite.readers.batch_decoding import BatchDecoding
 from evalsuite.reporting.results import run_record
 from evalsuite.robustness import check_task_kind
 from evalsuite.robustness.perturbations import PERTURBATIONS, perturb
@@ -42,19 +43,23 @@ PROBE_RECIPE = "linear"
 INVARIANCE_PROBE = "invariance"  # the leaderboard's probe column for these rows
 
 
-class PerturbedImages(torch.utils.data.Dataset):
-    """A classification dataset's items with transformation `name` applied to the PIL image before its transform."""
+class PerturbedImages(BatchDecoding, torch.utils.data.Dataset):
+    """A classification dataset's items with transformation `name` applied to the PIL image before its transform;
+    batches are decoded as readers/batch_decoding.py says (uint8 images, converted on the batch's device)."""
 
     def __init__(self, images, name: str, seed: int):
         self.images, self.name, self.seed = images, name, seed
-        self.labels = images.labels
+        self.labels, self.transform = images.labels, images.transform
+        self.init_batch_decoding(self.transform)
 
     def __len__(self) -> int:
         return len(self.images)
 
-    def __getitem__(self, index: int):
-        image = perturb(self.images.image(index), self.name, self.seed, index)
-        return self.images.transform(image), int(self.labels[index])
+    def image(self, index: int):
+        return perturb(self.images.image(index), self.name, self.seed, index)
+
+    def label(self, index: int) -> int:
+        return int(self.labels[index])
 
 
 class _RowsInMemory:

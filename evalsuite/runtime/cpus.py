@@ -26,20 +26,27 @@ def usable_cpus() -> int:
         return os.cpu_count() or 1
 
 
+# Workers beside a CPU forward take cores from its threads; beside a GPU forward they are what feeds it. On one H100
+# (benchmarks/gpu_check.py, docs/compute.md) a ViT-L/14 needed more than 4 workers on slide tiles (4: 0.64 of the
+# forward rate once started; 12: 0.96).
+CPU_FORWARD_MAX_WORKERS = 4
+GPU_FORWARD_MAX_WORKERS = 12
+
+
 def default_num_workers(device_type: str | None = None) -> int:
-    """min(4, CPUs - 1) DataLoader workers, so decoding runs beside the forward; but none when the forward runs on
-    the CPU (`device_type` "cpu"; None: no GPU visible) and this process's share of the CPUs is 2 or fewer. There a
-    worker can only run on a core the forward's threads use, and every parallel step of the forward waits for the
-    thread it displaced: on 2 cores one worker slowed the 2-thread forward by 20-38 %, more than reading the tiles in
-    the main process costs (benchmarks/slide_extract.py)."""
-    workers = max(1, min(4, usable_cpus() - 1))
-    if _cpu_share() > 2:
-        return workers
+    """DataLoader workers, so decoding runs beside the forward. Beside a GPU forward: this process's share of the
+    CPUs less one (the main process), at most 12. Beside a CPU forward: min(4, CPUs - 1), and none when this
+    process's share of the CPUs is 2 or fewer: there a worker can only run on a core the forward's threads use, and
+    every parallel step of the forward waits for the thread it displaced: on 2 cores one worker slowed the 2-thread
+    forward by 20-38 %, more than reading the tiles in the main process costs (benchmarks/slide_extract.py).
+    `device_type` None: "cuda" where a GPU is visible, else "cpu"."""
     if device_type is None:
         import torch
 
         device_type = "cuda" if torch.cuda.is_available() else "cpu"
-    return 0 if device_type == "cpu" else workers
+    if device_type != "cpu":
+        return max(1, min(GPU_FORWARD_MAX_WORKERS, _cpu_share() - 1))
+    return max(1, min(CPU_FORWARD_MAX_WORKERS, usable_cpus() - 1)) if _cpu_share() > 2 else 0
 
 
 def _cpu_share() -> int:

@@ -4,6 +4,7 @@ import json
 
 import numpy as np
 import pytest
+import torch
 from conftest import assert_one_line_error, leaderboard_rows, run_cli
 from PIL import Image
 from sklearn.metrics.pairwise import cosine_similarity
@@ -187,3 +188,33 @@ def test_demo_run_prints_the_table_and_appends_invariance_rows(tmp_path):
     board = run_cli("leaderboard", "--out", out, "--metric", "cosine_jpeg")
     assert board.returncode == 0, board.stderr
     assert "invariance" in board.stdout
+
+
+class _Tiles:
+    """A classification dataset's surface as PerturbedImages reads it: labels, transform, image(index)."""
+
+    def __init__(self, transform, count=5):
+        rng = np.random.default_rng(0)
+        self.pixels = rng.integers(0, 256, (count, 60, 60, 3), dtype=np.uint8)
+        self.labels, self.transform = np.arange(count) % 2, transform
+
+    def __len__(self):
+        return len(self.labels)
+
+    def image(self, index):
+        return Image.fromarray(self.pixels[index])
+
+
+@pytest.mark.parametrize("name", sorted(PERTURBATIONS))
+def test_perturbed_batches_reach_the_device_as_uint8_and_convert_there_bit_for_bit(name):
+    """Issue 39: a perturbed batch is uint8 from the workers; `prepare_batch` gives the per-image transform exactly."""
+    from evalsuite.models.backbones import build_backbone
+    from evalsuite.models.transforms import build_transform
+    from evalsuite.robustness.invariance import PerturbedImages
+
+    tiles = _Tiles(build_transform(build_backbone("test_vit", random_init=True).data_config))
+    dataset = PerturbedImages(tiles, name, seed=3)
+    images, labels = torch.utils.data.default_collate(dataset.__getitems__(list(range(len(tiles)))))
+    assert images.dtype == torch.uint8 and labels.tolist() == tiles.labels.tolist()
+    reference = torch.stack([tiles.transform(perturb(tiles.image(i), name, 3, i)) for i in range(len(tiles))])
+    assert torch.equal(dataset.prepare_batch(images), reference)

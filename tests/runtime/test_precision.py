@@ -140,6 +140,9 @@ def test_negative_threads_is_one_line_error(tmp_path):
     ({0, 1, 2, 3}, None, "cpu", 3),
     ({0, 1, 2, 3}, "2", "cpu", 0),  # two torchrun ranks share 4 CPUs: 2 each
     ({0, 1, 2, 3, 4, 5, 6, 7}, None, "cpu", 4),
+    ({0, 1, 2, 3, 4, 5, 6, 7}, None, "cuda", 7),  # a GPU forward is fed by every core the main process spares
+    (set(range(32)), None, "cuda", 12),
+    (set(range(16)), "4", "cuda", 3),  # four ranks, one GPU each, share 16 CPUs
 ])
 def test_workers_default_to_none_where_they_would_take_the_forwards_cores(monkeypatch, cpus_here, ranks, device_type,
                                                                          workers):

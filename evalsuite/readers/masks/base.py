@@ -26,6 +26,7 @@ from PIL import Image
 from evalsuite.errors import EvalsuiteError
 from evalsuite.metrics.segmentation import IGNORE_INDEX
 from evalsuite.readers.base import Reader
+from evalsuite.readers.batch_decoding import BatchDecoding
 from evalsuite.readers.files import check_classes
 from evalsuite.readers.splits import carve_val_units
 
@@ -140,13 +141,17 @@ class GridTilingReader(SegmentationReader):
         raise NotImplementedError
 
 
-class SegTileDataset(torch.utils.data.Dataset):
+class SegTileDataset(BatchDecoding, torch.utils.data.Dataset):
+    """Items `(transform(tile), tile index)`; batches are decoded as readers/batch_decoding.py says (uint8 tiles
+    from the workers, converted on the batch's device)."""
+
     def __init__(self, source, tiles: np.ndarray, tile_px: int, transform):
         self.source = source
         self.tiles = np.asarray(tiles, dtype=np.int64).reshape(-1, 3)
         self.tile_px = tile_px
         self.transform = transform
         self._labels = None
+        self.init_batch_decoding(transform, tile_px)
 
     def __len__(self) -> int:
         return len(self.tiles)
@@ -171,10 +176,12 @@ class SegTileDataset(torch.utils.data.Dataset):
         # Spawned DataLoader workers need tiles, not masks: they return the tile index.
         return {**self.__dict__, "_labels": None}
 
-    def __getitem__(self, index: int):
+    def image(self, index: int) -> Image.Image:
         src, top, left = (int(v) for v in self.tiles[index])
-        tile = crop(self.source.image(src), top, left, self.tile_px, PAD_PIXEL)
-        return self.transform(Image.fromarray(tile)), index
+        return Image.fromarray(crop(self.source.image(src), top, left, self.tile_px, PAD_PIXEL))
+
+    def label(self, index: int) -> int:
+        return index  # the masks stay in the main process (`labels`); an item names its tile
 
 
 def crop(array: np.ndarray, top: int, left: int, size: int, fill) -> np.ndarray:
@@ -194,9 +201,12 @@ class CachedSource:
         self._last = (None, None)
 
     def image(self, index: int) -> np.ndarray:
-        if self._last[0] != index:
-            self._last = (index, self.read_image(index))
-        return self._last[1]
+        # One read of `_last`: a batch's tiles are decoded on threads (readers/batch_decoding.py), and another thread
+        # may replace it between a check and a second read.
+        last = self._last
+        if last[0] != index:
+            last = self._last = (index, self.read_image(index))
+        return last[1]
 
     def read_image(self, index: int) -> np.ndarray:
         raise NotImplementedError

@@ -62,6 +62,22 @@ def test_pannuke_class_map_from_the_instance_channels(data):
     assert index == 1 and np.array_equal(image, images[1].astype(np.uint8))
 
 
+@pytest.mark.parametrize("task", ["pannuke", "consep"])
+def test_seg_tiles_reach_the_device_as_uint8_and_convert_there_bit_for_bit(data, task):
+    """Issue 39: workers hand over uint8 tiles and `prepare_batch` converts the batch; the model input equals the
+    per-tile transform exactly, and each item still names its tile."""
+    from evalsuite.models.transforms import build_transform
+
+    transform = build_transform(build_backbone("test_vit", random_init=True).data_config)
+    dataset = _reader(task, data[task]).dataset("train", transform)
+    indices = list(range(len(dataset)))
+    items = dataset.__getitems__(indices)
+    batch = torch.utils.data.default_collate(items)
+    assert batch[0].dtype == torch.uint8 and batch[1].tolist() == indices
+    reference = torch.stack([transform(dataset.image(i)) for i in indices])
+    assert torch.equal(dataset.prepare_batch(batch[0]), reference)
+
+
 def test_pannuke_count_check_uses_the_released_fold_sizes(data):
     with pytest.raises(EvalsuiteError, match="fold 1 has 3 images but the official dataset has 2656"):
         _reader("pannuke", data["pannuke"], check_counts=True)
