@@ -112,6 +112,7 @@ def _read_sparse(x: h5py.Group, rows: np.ndarray, cols: np.ndarray, shape: tuple
     if len(indptr) != major + 1:
         raise EvalsuiteError(f"{TASK}: {path} 'X/indptr' has {len(indptr)} entries; expected {major + 1}; "
                              f"{REDOWNLOAD}")
+    _check_pointers(indptr, len(x["data"]), len(x["indices"]), path)
     out = np.zeros((len(rows), len(cols)), dtype=np.float64)
     row_at, col_at = _lookup(rows, shape[0]), _lookup(cols, shape[1])
     if encoding == "csr_matrix":
@@ -124,6 +125,24 @@ def _read_sparse(x: h5py.Group, rows: np.ndarray, cols: np.ndarray, shape: tuple
             lo, hi = indptr[col], indptr[col + 1]
             _scatter(out, np.full(hi - lo, j), row_at, x, (lo, hi), path, minor_rows=True)
     return out
+
+
+def _check_pointers(indptr: np.ndarray, data_entries: int, index_entries: int, path: Path) -> None:
+    """scipy's conditions on a compressed matrix (sparse check_format): data and indices pair up, and the pointers
+    start at 0, never decrease and end within them. A damaged pointer would slice the wrong entries, or fail deep
+    in numpy."""
+    if data_entries != index_entries:
+        problem = f"has {index_entries} 'X/indices' for {data_entries} 'X/data' entries"
+    elif indptr[0] != 0:
+        problem = f"'X/indptr' starts at {indptr[0]}, not 0"
+    elif (np.diff(indptr) < 0).any():
+        at = int(np.flatnonzero(np.diff(indptr) < 0)[0]) + 1
+        problem = f"'X/indptr' decreases at entry {at} ({indptr[at - 1]} then {indptr[at]})"
+    elif indptr[-1] > data_entries:
+        problem = f"'X/indptr' ends at {indptr[-1]}, past the {data_entries} stored entries"
+    else:
+        return
+    raise EvalsuiteError(f"{TASK}: {path} {problem}, so its sparse X is damaged; {REDOWNLOAD}")
 
 
 def _scatter(out, major_at, minor_at, x, span, path, minor_rows=False) -> None:

@@ -296,3 +296,43 @@ def test_nan_or_negative_counts_name_the_spot_and_gene(tmp_path, x_format, bad):
     _one_line_error(lambda: read_expression(path, var, obs), str(path), f"spot '{obs[3]}', gene '{var[2]}'",
                     "raw non-negative counts")
     assert read_expression(path, var[:2], obs).shape == (5, 2)  # the bad gene not asked for: fine
+
+
+def _replace(path, key: str, values) -> None:
+    with h5py.File(path, "r+") as file:
+        dtype = file[key].dtype
+        del file[key]
+        file[key] = np.asarray(values).astype(dtype)
+
+
+INDPTR_CASES = {  # issue 40 item 8: each was an internal error (a numpy ValueError from np.repeat or a slice)
+    "decreasing": (lambda p: p[[0, 2, 1, *range(3, len(p))]], "decreases at entry 2"),
+    "negative": (lambda p: np.concatenate([[-3], p[1:]]), "starts at -3, not 0"),
+    "past-the-entries": (lambda p: np.concatenate([p[:-1], [p[-1] + 7]]), "ends at"),
+    "not-from-0": (lambda p: p + 2, "starts at 2, not 0"),
+}
+
+
+@pytest.mark.parametrize("x_format", ["csr", "csc"])
+@pytest.mark.parametrize("case", INDPTR_CASES)
+def test_a_damaged_indptr_is_a_one_line_redownload_error(tmp_path, x_format, case):
+    obs, var, counts = _matrix(np.random.default_rng(7), spots=5, genes=4)
+    counts[:, :] = np.arange(1, 21).reshape(5, 4)  # every entry stored, so every pointer moves
+    path = tmp_path / "s.h5ad"
+    write_h5ad(path, obs, var, counts, x_format)
+    change, fragment = INDPTR_CASES[case]
+    with h5py.File(path, "r") as file:
+        indptr = file["X/indptr"][()].astype(np.int64)
+    _replace(path, "X/indptr", change(indptr))
+    _one_line_error(lambda: read_expression(path, var, obs), str(path), "'X/indptr'", fragment, "re-download")
+
+
+def test_data_and_indices_of_different_lengths_are_a_one_line_error(tmp_path):
+    obs, var, counts = _matrix(np.random.default_rng(8), spots=5, genes=4)
+    path = tmp_path / "s.h5ad"
+    write_h5ad(path, obs, var, counts, "csr")
+    with h5py.File(path, "r") as file:
+        indices = file["X/indices"][()]
+    _replace(path, "X/indices", indices[:-1])
+    _one_line_error(lambda: read_expression(path, var, obs), str(path), f"{len(indices) - 1} 'X/indices'",
+                    f"{len(indices)} 'X/data'", "re-download")
