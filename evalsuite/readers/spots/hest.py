@@ -20,6 +20,7 @@ from PIL import Image
 
 from evalsuite.errors import EvalsuiteError
 from evalsuite.readers.base import Reader, TargetImages
+from evalsuite.readers.spots.hest_folds import check_folds_disjoint, check_one_sample_per_file
 from evalsuite.readers.spots.hest_files import (PatchFile, fold_files, log1p_expression, read_expression,
                                                 read_gene_list, read_split_csv)
 from evalsuite.readers.spots.hest_patients import sample_patients, single_cluster_note
@@ -52,12 +53,15 @@ class HestReader(Reader):
             raise EvalsuiteError(f"task card {card.path}: a hest card's 'targets' names the task's gene list file, "
                                  "e.g. targets: var_50genes.json")
         self.target_names = read_gene_list(self.task_dir / card.targets)
+        fold_paths = fold_files(self.task_dir)
         self.fold_rows = [(read_split_csv(train, self.task_dir), read_split_csv(test, self.task_dir))
-                          for train, test in fold_files(self.task_dir)]
+                          for train, test in fold_paths]
         if check_counts:
             self._check_counts(folds, samples)
         # Spots of one section are correlated, and so are sections of one patient: the patient is the unit where known.
         self.patient_of = sample_patients(self.fold_rows, patients, card.path)
+        check_one_sample_per_file(self.fold_rows, fold_paths)  # nothing leaks from a fold's train into its test
+        check_folds_disjoint(self.fold_rows, fold_paths, self.patient_of)
         self.interval_unit = "sample" if self.patient_of is None else "patient"
         self.cv_folds, self.fold = len(self.fold_rows), 0  # the runner runs each fold (`use_fold`)
         self._targets, self._patches = {}, {}

@@ -93,3 +93,72 @@ def test_a_probe_that_chooses_on_val_is_refused_on_a_task_without_val(tmp_path):
     result = run_cli("run", "--task", "hest_idc", "--data-root", written.task_dir, "--probes", "ridge",
                      "--out", tmp_path / "out")
     assert_one_line_error(result, "task 'hest_idc' has no val split (its val is its train split)", "use ridge_hest")
+
+
+# --- leakage and damaged files refused through the CLI before anything is extracted (issue 40) ---
+
+TINY = {"A": 3, "B": 3, "C": 3}
+
+
+def _refused(task_dir, out, *fragments) -> None:
+    result = run_cli("run", "--task", "hest_idc", "--data-root", task_dir, "--model", "test_vit", "--random-init",
+                     "--no-count-check", "--out", out)
+    assert_one_line_error(result, *fragments)
+    assert result.returncode == 2
+    assert not (out / "cache").exists() and not (out / "leaderboard.csv").exists()
+
+
+def test_a_sample_in_train_and_test_of_one_fold_is_refused(tmp_path):
+    """Item 2: sample B in train_1.csv and test_1.csv was scored (test Pearson from spots it trained on)."""
+    task = write_hest_task(tmp_path / "bench_data", samples=TINY, tile_px=8,
+                           folds=[(["A", "B"], ["C"]), (["A", "B"], ["B", "C"])])
+    splits = task.task_dir / "splits"
+    _refused(task.task_dir, tmp_path / "out", "sample 'B' is listed in both", str(splits / "train_1.csv"),
+             str(splits / "test_1.csv"), "must share one split of a fold", "remove it from one of the two files")
+
+
+def test_a_patient_in_train_and_test_of_one_fold_is_refused(tmp_path):
+    """Item 2 for patients, as a slide manifest refuses a patient whose slides straddle splits."""
+    task = write_hest_task(tmp_path / "bench_data", samples=TINY, tile_px=8, folds=[(["A", "B"], ["C"])],
+                           patients={"A": "P1", "B": "P2", "C": "P2"})
+    _refused(task.task_dir, tmp_path / "out", "patient 'P2' has sample 'B' in", "and sample 'C' in",
+             "a patient's samples must share one split of a fold")
+
+
+@pytest.mark.parametrize("how, fragment", [("copy", "(a copy"), ("same-path", "(the same path once resolved")])
+def test_one_sections_files_under_two_sample_ids_are_refused(tmp_path, how, fragment):
+    """Item 3: train sample 'B' listed again in test as 'B2', by its own files or by renamed copies, was scored."""
+    task = write_hest_task(tmp_path / "bench_data", samples=TINY, tile_px=8, folds=[(["A", "B"], ["C"])])
+    files = ["patches/B.h5", "adata/B.h5ad"]
+    if how == "copy":
+        for name in files:
+            copy = task.task_dir / name.replace("/B.", "/B2.")
+            copy.write_bytes((task.task_dir / name).read_bytes())
+        files = [name.replace("/B.", "/B2.") for name in files]
+    test_csv = task.task_dir / "splits" / "test_0.csv"
+    test_csv.write_text(test_csv.read_text() + f"B2,{files[0]},{files[1]}\n")
+    _refused(task.task_dir, tmp_path / "out", f"sample 'B2' ({test_csv}) names the patch file of sample 'B' "
+             f"{fragment}", "list each sample once")
+
+
+def test_one_sample_id_naming_two_patch_files_is_refused(tmp_path):
+    task = write_hest_task(tmp_path / "bench_data", samples=TINY, tile_px=8,
+                           folds=[(["A", "B"], ["C"]), (["A", "C"], ["B"])])
+    (task.task_dir / "splits" / "test_1.csv").write_text("sample_id,patches_path,expr_path\nB,patches/C.h5,"
+                                                         "adata/B.h5ad\n")
+    _refused(task.task_dir, tmp_path / "out", "sample 'B' names patch file", "give a sample the same files")
+
+
+def test_a_damaged_sparse_pointer_is_one_line_through_the_cli(tmp_path):
+    """Item 8: an h5ad whose CSR `indptr` decreases was an internal error (numpy's 'repeats may not contain
+    negative values')."""
+    import h5py
+
+    task = write_hest_task(tmp_path / "bench_data", samples=TINY, tile_px=8, sparse=True,
+                           folds=[(["A", "B"], ["C"])])
+    path = task.task_dir / "adata" / "C.h5ad"
+    with h5py.File(path, "r+") as file:
+        indptr = file["X/indptr"][()]
+        indptr[1], indptr[2] = indptr[2], indptr[1]
+        file["X/indptr"][...] = indptr
+    _refused(task.task_dir, tmp_path / "out", str(path), "'X/indptr' decreases at entry 2", "re-download")
