@@ -3,8 +3,11 @@
 PyYAML's safe loader keeps the last of two equal keys in a mapping and drops the first without a word: a sweep
 file with `models:` written twice ran only the second list, with exit 0. Here a key written twice in one mapping
 is an error naming the file, the key and both lines. A key brought in by a merge (`<<: *defaults`) may still be
-overridden, which is what merges are for. tests/storage/test_yaml_files.py checks that nothing in evalsuite/
-calls yaml.safe_load itself.
+overridden, which is what merges are for.
+
+YAML 1.1 (PyYAML) also reads `12:00:00` unquoted as the base-60 integer 43200: a sweep's `slurm.time` became
+43200 minutes, 30 days. YAML 1.2 dropped base 60, and so does this loader: such a value stays text.
+tests/storage/test_yaml_files.py checks that nothing in evalsuite/ calls yaml.safe_load itself.
 """
 
 from pathlib import Path
@@ -14,6 +17,8 @@ import yaml
 from evalsuite.errors import EvalsuiteError
 
 _MERGE_TAG = "tag:yaml.org,2002:merge"
+_NUMBER_TAGS = ("tag:yaml.org,2002:int", "tag:yaml.org,2002:float")
+_TEXT_TAG = "tag:yaml.org,2002:str"
 
 
 class DuplicateKeyError(Exception):
@@ -22,7 +27,13 @@ class DuplicateKeyError(Exception):
 
 
 class UniqueKeyLoader(yaml.SafeLoader):
-    """yaml.SafeLoader that refuses a key written twice in one mapping."""
+    """yaml.SafeLoader that refuses a key written twice in one mapping and reads no base-60 numbers."""
+
+    def resolve(self, kind, value, implicit):
+        tag = super().resolve(kind, value, implicit)
+        if tag in _NUMBER_TAGS and ":" in value:  # only base 60 puts a ':' in a YAML 1.1 number
+            return _TEXT_TAG
+        return tag
 
     def construct_mapping(self, node, deep=False):
         if isinstance(node, yaml.MappingNode):

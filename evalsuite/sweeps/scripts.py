@@ -18,18 +18,20 @@ import sys
 import time
 
 from evalsuite.errors import EXIT_PREEMPTED
+from evalsuite.sweeps.slurm_options import CONTROL_CHARACTERS
 
 MAX_REQUEUES = 5
 
 
 def _option_lines(slurm, job_name: str, log_pattern: str, with_gpus: bool) -> list:
-    # sbatch reads a directive's value up to white space unless it is in double quotes (a path with spaces).
+    # sbatch reads a directive's value up to white space unless it is in double quotes (a path with spaces). The
+    # values hold no double quote or line break (sweeps/slurm_options.py and spec.py refuse them).
     lines = [f"--job-name={job_name}", f'--output="{log_pattern}"']
     for flag, value in (("partition", slurm.partition), ("account", slurm.account), ("time", slurm.time)):
         if value:
-            lines.append(f"--{flag}={value}")
+            lines.append(f'--{flag}="{value}"')
     if with_gpus and slurm.gpus:
-        lines.append(f"--gpus={slurm.gpus}")
+        lines.append(f'--gpus="{slurm.gpus}"')
     if with_gpus and slurm.cpus:
         lines.append(f"--cpus-per-task={slurm.cpus}")
     extra = [line if line.startswith("-") else f"--{line}" for line in slurm.extra]
@@ -39,7 +41,9 @@ def _option_lines(slurm, job_name: str, log_pattern: str, with_gpus: bool) -> li
 
 
 def _header(sweep, purpose: str) -> list:
-    return ["#!/bin/bash", f"# evalsuite sweep '{sweep.name}' ({sweep.path}): {purpose}",
+    # A line break in the sweep file's path would end this comment and start a command.
+    path = CONTROL_CHARACTERS.sub("?", str(sweep.path))
+    return ["#!/bin/bash", f"# evalsuite sweep '{sweep.name}' ({path}): {purpose}",
             f"# Written by `evalsuite sweep run --executor slurm` on {time.strftime('%Y-%m-%d %H:%M:%S %Z')}; "
             "docs/sweeps.md explains it."]
 

@@ -6,7 +6,7 @@ the jobs find them whatever their working folder. docs/sweeps.md is the format's
 """
 
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 from evalsuite.errors import EvalsuiteError
@@ -14,21 +14,14 @@ from evalsuite.models.pooling import check_token_rule
 from evalsuite.models.registry import MODELS
 from evalsuite.runtime.precision import PRECISIONS
 from evalsuite.storage.yaml_files import parse_yaml
-from evalsuite.sweeps.limits import time_limit_s
+from evalsuite.sweeps.slurm_options import CONTROL_CHARACTERS, SlurmOptions, integer_at_least, slurm_options
 from evalsuite.tasks.resources import cards_dir, find_yaml, recipes_dir
 
 TOP_KEYS = {"name", "models", "tasks", "seeds", "probes", "precision", "out", "data_root", "slurm", "device",
             "batch_size", "num_workers", "chunk_rows", "threads", "count_check", "cache"}
 MODEL_KEYS = {"name", "model", "weights", "random_init", "pooling"}
 TASK_KEYS = {"task", "data_root", "probes", "shards"}
-SLURM_KEYS = {"partition", "account", "gpus", "cpus", "time", "array_parallelism", "extra", "setup", "python",
-              "mem_margin_gb", "max_mem_gb", "warn_before_limit_s"}
 SAFE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
-DEFAULT_MEM_MARGIN_GB = 4.0  # interpreter, torch and timm libraries, DataLoader workers: what the plan leaves out
-# USR1 this long before the time limit: the extraction chunk in hand must finish in it, or the element ends as
-# TIMEOUT without a requeue. It covers the longest chunk measured (docs/sweeps.md, "Preemption and requeue").
-DEFAULT_WARN_BEFORE_LIMIT_S = 1200
-SLURM_MAX_SIGNAL_TIME_S = 65535  # sbatch(1): --signal's sig_time is at most this
 
 
 @dataclass(frozen=True)
@@ -46,22 +39,6 @@ class TaskEntry:
     data_root: str | None = None
     probes: tuple = ()  # empty: the sweep's probes, else the card's defaults
     shards: int = 1  # Slurm array elements that extract this task's caches together
-
-
-@dataclass
-class SlurmOptions:
-    partition: str | None = None
-    account: str | None = None
-    gpus: str | None = None
-    cpus: int | None = None
-    time: str | None = None
-    array_parallelism: int | None = None
-    extra: list = field(default_factory=list)  # more `#SBATCH` option lines, e.g. "--qos=normal"
-    setup: list = field(default_factory=list)  # shell lines run before evalsuite (module load, conda activate)
-    python: str | None = None  # interpreter in the jobs; None: the one running `sweep run`
-    mem_margin_gb: float = DEFAULT_MEM_MARGIN_GB
-    max_mem_gb: float | None = None  # the largest --mem a node grants; a cell over it is planned memory-mapped
-    warn_before_limit_s: int = DEFAULT_WARN_BEFORE_LIMIT_S  # --signal=B:USR1@this
 
 
 @dataclass
@@ -100,12 +77,19 @@ def _sweep(raw: dict, path: Path) -> Sweep:
     precision = str(raw.get("precision", "auto"))
     if precision not in PRECISIONS:
         raise EvalsuiteError(f"sweep file {path}: precision '{precision}' is not one of {', '.join(PRECISIONS)}")
-    if any(char in str(raw.get("out", "")) for char in '"\n'):  # it goes into a quoted #SBATCH --output line
-        raise EvalsuiteError(f"sweep file {path}: out must not contain a double quote or a line break")
     return Sweep(name=name, path=path, models=_models(raw, path, base), tasks=_tasks(raw, path, base),
                  seeds=_seeds(raw.get("seeds", [0]), path), probes=probes, precision=precision,
-                 out=_resolved(raw.get("out", "evalsuite_out"), base), slurm=_slurm(raw.get("slurm") or {}, path),
+                 out=_out(raw, path, base), slurm=slurm_options(raw.get("slurm") or {}, path),
                  run_options=_run_options(raw, path))
+
+
+def _out(raw: dict, path: Path, base: Path) -> Path:
+    out = _resolved(raw.get("out", "evalsuite_out"), base)
+    # It goes into a double-quoted #SBATCH --output line, taken from the sweep file's folder when relative.
+    if '"' in str(out) or CONTROL_CHARACTERS.search(str(out)):
+        raise EvalsuiteError(f"sweep file {path}: out must not contain a double quote or a line break, got "
+                             f"{str(out)!r}; move the sweep file or name an out folder without them")
+    return out
 
 
 def _check_keys(raw: dict, allowed: set, path: Path, where: str) -> None:
@@ -223,58 +207,12 @@ def _seeds(value, path: Path) -> list:
     return list(seeds)
 
 
-def _slurm(raw, path: Path) -> SlurmOptions:
-    if not isinstance(raw, dict):
-        raise EvalsuiteError(f"sweep file {path}: slurm: must be a mapping of sbatch options")
-    _check_keys(raw, SLURM_KEYS, path, "slurm.")
-    options = SlurmOptions(**{key: value for key, value in raw.items() if key not in ("extra", "setup")})
-    options.extra = _lines(raw.get("extra"), path, "slurm.extra")
-    options.setup = _lines(raw.get("setup"), path, "slurm.setup")
-    for key in ("array_parallelism", "cpus"):
-        if getattr(options, key) is not None:
-            _integer(getattr(options, key), 1, path, f"slurm.{key}")
-    _check_warning(options, path)
-    for key in ("mem_margin_gb", "max_mem_gb"):
-        value = getattr(options, key)
-        if value is not None and (not isinstance(value, (int, float)) or isinstance(value, bool) or value < 0):
-            raise EvalsuiteError(f"sweep file {path}: slurm.{key} is a number of GB such as 4 or 0.5, got {value!r}")
-    return options
-
-
-def _check_warning(options: SlurmOptions, path: Path) -> None:
-    """The USR1 warning must fit sbatch's range and come before the time limit: a warning longer than the limit
-    stops every element at its first chunk."""
-    warn_s = _integer(options.warn_before_limit_s, 1, path, "slurm.warn_before_limit_s")
-    if warn_s > SLURM_MAX_SIGNAL_TIME_S:
-        raise EvalsuiteError(f"sweep file {path}: slurm.warn_before_limit_s is at most {SLURM_MAX_SIGNAL_TIME_S} "
-                             f"(sbatch --signal's limit), got {warn_s}")
-    limit_s = time_limit_s(options.time) if options.time else None
-    if limit_s and warn_s >= limit_s:
-        raise EvalsuiteError(f"sweep file {path}: slurm.warn_before_limit_s ({warn_s} s) is not shorter than "
-                             f"slurm.time ({options.time}, {limit_s} s); raise slurm.time or lower the warning")
-
-
-def _lines(value, path: Path, where: str) -> list:
-    if value is None:
-        return []
-    lines = [value] if isinstance(value, str) else value
-    if not isinstance(lines, list) or not all(isinstance(line, str) for line in lines):
-        raise EvalsuiteError(f"sweep file {path}: {where} must be a line or a list of lines")
-    return [line for text in lines for line in text.splitlines() if line.strip()]
-
-
-def _integer(value, least: int, path: Path, where: str) -> int:
-    if not isinstance(value, int) or isinstance(value, bool) or value < least:
-        raise EvalsuiteError(f"sweep file {path}: {where} must be an integer >= {least}, got {value!r}")
-    return value
-
-
 def _run_options(raw: dict, path: Path) -> dict:
     options = {"device": str(raw.get("device", "auto")), "check_counts": bool(raw.get("count_check", True)),
                "cache": str(raw.get("cache", "auto"))}
     for key, least in (("batch_size", 1), ("num_workers", 0), ("chunk_rows", 1), ("threads", 0)):
         if key in raw:
-            options[key] = _integer(raw[key], least, path, key)
+            options[key] = integer_at_least(raw[key], least, path, key)
     if options["cache"] not in ("auto", "ram", "memmap"):
         raise EvalsuiteError(f"sweep file {path}: cache must be auto, ram or memmap")
     return options

@@ -43,3 +43,9 @@ def test_every_yaml_load_in_evalsuite_goes_through_the_loader():
     found = [f"{path.relative_to(PACKAGE)}:{number}" for path in sorted(PACKAGE.rglob("*.py")) if path != LOADER
              for number, line in enumerate(path.read_text().splitlines(), 1) if direct.search(line)]
     assert not found, "YAML read without evalsuite.storage.yaml_files: " + ", ".join(found)
+
+
+def test_no_base_60_numbers():
+    """YAML 1.1 read `time: 12:00:00` as 43200 (a Slurm time of 43200 minutes); YAML 1.2, and this loader, as text."""
+    assert parse_yaml("time: 12:00:00\nrate: 1:30.5\nn: 12\nx: 0.5\n", Path("f.yaml"), "sweep file") == \
+        {"time": "12:00:00", "rate": "1:30.5", "n": 12, "x": 0.5}

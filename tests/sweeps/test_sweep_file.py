@@ -253,3 +253,51 @@ def test_relative_paths_resolve_from_the_sweep_file(folder):
     states = json.loads(run_cli("sweep", "status", path, "--json", cwd=elsewhere, timeout=120).stdout)
     assert [s["state"] for s in states] == ["failed"]
     assert Path(states[0]["log"]).is_relative_to(sweeps / "results")
+
+
+# ---- issue 40: values written into the job scripts, seeds, names, device, the file itself
+
+@pytest.mark.parametrize("slurm, key", [
+    ({"partition": "gpu\ntouch /tmp/x"}, "slurm.partition"),
+    ({"account": "lab;touch /tmp/x"}, "slurm.account"),
+    ({"time": "01:00:00 $(touch /tmp/x)"}, "slurm.time"),
+    ({"gpus": "a100:1`touch /tmp/x`"}, "slurm.gpus"),
+    ({"partition": ["gpu", "cpu"]}, "slurm.partition"),
+    ({"extra": ["--qos=normal\x1b[2J"]}, "slurm.extra"),
+], ids=["partition-line-break", "account-semicolon", "time-substitution", "gpus-backtick", "partition-list",
+        "extra-control-character"])
+def test_a_slurm_value_that_cannot_be_a_slurm_option_is_refused(folder, slurm, key):
+    """Before: `partition: "gpu\\ntouch /tmp/x"` was written into the #SBATCH block, where the line break ended the
+    directives (the later --requeue and --signal were ignored) and the job ran the injected line."""
+    path = _sweep_with(folder, slurm=slurm)
+    value = next(iter(slurm.values()))
+    value = value[0] if key == "slurm.extra" else value
+    _expect_error(folder, path, str(path), f"{key} {value!r}", args=("run", "--executor", "slurm", "--dry-run"))
+
+
+def test_out_resolved_into_a_folder_with_a_line_break_is_refused(folder):
+    """`out: out` is taken from the sweep file's folder: a line break there reached the #SBATCH --output line."""
+    odd = folder / "x\ntouch"
+    odd.mkdir()
+    path = _sweep_with(odd)
+    result = run_cli("sweep", "run", path, "--executor", "slurm", "--dry-run", cwd=folder, timeout=120)
+    assert_one_line_error(result, "out must not contain a double quote or a line break")
+    assert result.returncode == EXIT_USER and not (odd / "out").exists()
+
+
+def test_the_sbatch_block_holds_only_directives_with_each_value_quoted(folder):
+    """A sweep file in a folder whose name holds a line break (`out` elsewhere): the path in the script's header
+    comment stayed one line. `time: 12:00:00` unquoted was read by YAML 1.1 as 43200 (base 60): 30 days of minutes."""
+    from evalsuite.sweeps.scripts import array_script
+    from evalsuite.sweeps.spec import load_sweep
+
+    odd = folder / "x\ntouch evil"
+    odd.mkdir()
+    path = _write(odd, text=f"models: [test_vit]\ntasks: [demo]\nout: {folder / 'out'}\nslurm:\n  partition: "
+                            "gpu,gpu-long\n  account: lab42\n  gpus: a100:2\n  time: 12:00:00\n  extra: [qos=normal]\n")
+    script = array_script(load_sweep(path), folder / "out" / "sweeps" / "sweep", folder / "plan.json")
+    block = script.split("\n\n")[0].splitlines()
+    assert all(line.startswith("#") for line in block), block
+    for option in ('--partition="gpu,gpu-long"', '--account="lab42"', '--gpus="a100:2"', '--time="12:00:00"',
+                   "--qos=normal", "--requeue", "--signal=B:USR1@1200"):
+        assert f"#SBATCH {option}" in block, block
