@@ -52,7 +52,8 @@ def main(args) -> None:
         page = html_report(report)
         with fs_errors("create", target.parent, "--html"):
             target.parent.mkdir(parents=True, exist_ok=True)
-        write_atomically(target, page.encode())
+        with fs_errors("write", target, "--html"):  # a full disk: the old page stays, no temp file is left
+            write_atomically(target, page.encode())
         print(f"report: {target}")
     for note in report.notes:
         print(f"note: {note}", file=sys.stderr)

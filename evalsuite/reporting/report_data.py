@@ -11,7 +11,6 @@ The report is a view: it reads, never writes. docs/report.md states every rule u
   95 % bootstrap interval of that mean rank (every task re-ranked in each draw), when every task has draws.
 """
 
-import json
 import math
 import shlex
 from dataclasses import dataclass, field, replace
@@ -26,6 +25,7 @@ from evalsuite.reporting.column_statistics import add_column_statistics
 from evalsuite.reporting.leaderboard import LEADERBOARD_FILE, read_rows
 from evalsuite.reporting.report_beyond import beyond_rows, reliability_bins
 from evalsuite.reporting.results import RUNS_FOLDER
+from evalsuite.reporting.run_fields import read_run_fields
 from evalsuite.reporting.wide import Filters, build_wide_table
 
 RANDOM_INIT = "random-init"
@@ -171,11 +171,7 @@ def _add_provenance(report: Report, out_dir: Path) -> None:
 
 
 def _run_json(out_dir: Path, run_id: str) -> dict:
-    path = Path(out_dir) / RUNS_FOLDER / f"{run_id}.json"
-    try:
-        return json.loads(path.read_text())
-    except (OSError, ValueError):
-        return {}
+    return read_run_fields(Path(out_dir) / RUNS_FOLDER / f"{run_id}.json")
 
 
 def _provenance(records: list) -> dict:

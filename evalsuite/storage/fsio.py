@@ -217,6 +217,9 @@ def check_out_folder(out: Path, subfolders=("cache", "runs")) -> None:
 def check_file_destination(path: Path, flag: str) -> None:
     """The folder `path` goes into exists and takes files, or can be created: checked before other files are
     written. Nothing is created."""
+    if Path(path).is_dir():  # else found only by the final rename onto it, after all the work
+        raise EvalsuiteError(f"{flag} {path} is a folder, not a file; pass the path of a file to write (in that folder "
+                             "or elsewhere)")
     existing = Path(path).parent
     while not existing.exists() and existing != existing.parent:
         existing = existing.parent

@@ -7,6 +7,7 @@ there too. The corrupt-image cases here run with DataLoader workers under a watc
 the fix the error was printed and the process then never exited.
 """
 
+import json
 import subprocess
 
 import pytest
@@ -430,3 +431,78 @@ def test_a_yaml_key_written_twice_is_refused(tmp_path, kind):
     assert result.returncode == 2, result.stderr
     assert_one_line_error(result, str(path), fragment, "keep one")
     assert not (tmp_path / "out").exists()
+
+
+# ---- issue 40: `evalsuite report` on damaged run JSONs and an --html that cannot be a file -------------------------
+
+def report_board(out):
+    """A leaderboard of models a and b on task t (no stored predictions) and a's run JSON; returns a's run JSON."""
+    from evalsuite.reporting.leaderboard import LEADERBOARD_FILE, append_rows
+
+    for model, value in (("a", 0.9), ("b", 0.6)):
+        append_rows(out / LEADERBOARD_FILE, [
+            {"run_id": f"run-{model}", "timestamp_utc": "2026-01-02T00:00:00+00:00", "task": "t", "model": model,
+             "weights_id": "w", "probe": "linear", "selected_params": "{}", "split": split,
+             "metric": "balanced_accuracy", "value": f"{value:.6f}", "seed": 0, "n_samples": 10,
+             "headline_metric": "balanced_accuracy"} for split in ("val", "test")])
+    path = out / "runs" / "run-a.json"
+    path.parent.mkdir(exist_ok=True)
+    path.write_text(json.dumps({"run_id": "run-a", "seeds": [0], "config": {"task": "t", "model": "a"},
+                                "versions": {"evalsuite": "1"}, "probes": []}))
+    return path
+
+
+def report_cli(capsys, *args) -> subprocess.CompletedProcess:
+    """`evalsuite report` through the CLI's main() in this process, as a completed process."""
+    from evalsuite import cli
+
+    capsys.readouterr()
+    code = cli.main(["report", *map(str, args)])
+    captured = capsys.readouterr()
+    return subprocess.CompletedProcess(["report", *args], code, captured.out, captured.err)
+
+
+DAMAGED_RUN_JSONS = {
+    "fields-of-wrong-types": ('{"probes": null, "config": 5}', "field 'config' is an integer, not an object"),
+    "a-list": ("[1, 2]", "the file is a list, not an object"),
+    "seeds-a-string": ('{"seeds": "0,1"}', "field 'seeds' is a string, not a list"),
+    "seed-a-list": ('{"seeds": [[0]]}', "field 'seeds' item 0 is a list, not an integer"),
+    "versions-a-string": ('{"versions": "1.0"}', "field 'versions' is a string, not an object"),
+    "config-task-a-number": ('{"config": {"task": 5}}', "field 'config.task' is an integer, not a string"),
+    "config-probes-a-string": ('{"config": {"probes": "knn"}}', "field 'config.probes' is not a list"),
+    "cut-short": ('{"run_id": "run-a", "seeds": [', "is damaged"),
+    "not-utf8": (b"\xff\xfe{}", "is damaged"),
+}
+
+
+@pytest.mark.parametrize("case", DAMAGED_RUN_JSONS)
+@pytest.mark.parametrize("form", ["markdown", "html"])
+def test_report_on_a_damaged_run_json_names_it_and_the_fix(capsys, tmp_path, case, form):
+    """Before: AttributeError ('int' object has no attribute 'get'), an internal error, for wrong types."""
+    path = report_board(tmp_path)
+    content, fragment = DAMAGED_RUN_JSONS[case]
+    path.write_bytes(content if isinstance(content, bytes) else content.encode())
+    before = {p: p.read_bytes() for p in tmp_path.rglob("*") if p.is_file()}
+    result = report_cli(capsys, "--out", tmp_path, "--format", form)
+    assert result.returncode == 2, result.stderr
+    assert_one_line_error(result, f"run JSON {path}", fragment, "move the file aside")
+    assert {p: p.read_bytes() for p in tmp_path.rglob("*") if p.is_file()} == before  # no report.html, no debris
+
+
+def test_report_reads_null_sections_as_not_recorded(capsys, tmp_path):
+    """As `evalsuite show` does: a null section is one the run did not record, not a damaged file."""
+    report_board(tmp_path).write_text('{"run_id": "run-a", "probes": null, "config": null, "seeds": null}')
+    result = report_cli(capsys, "--out", tmp_path, "--format", "markdown")
+    assert result.returncode == 0, result.stderr
+
+
+def test_report_html_naming_a_folder_is_refused_before_any_work(capsys, tmp_path):
+    """Before: IsADirectoryError from the rename onto the folder, an internal error, after the page was made."""
+    report_board(tmp_path)
+    folder = tmp_path / "pages"
+    (folder / "old").mkdir(parents=True)
+    result = report_cli(capsys, "--out", tmp_path, "--html", folder)
+    assert result.returncode == 2, result.stderr
+    assert_one_line_error(result, f"--html {folder}", "is a folder", "a file")
+    assert sorted(p.name for p in folder.iterdir()) == ["old"]
+    assert not [p for p in tmp_path.rglob("*.tmp")]

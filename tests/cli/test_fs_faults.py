@@ -25,6 +25,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from conftest import REPO, assert_one_line_error, cache_manifests, leaderboard_rows, make_crc
+from test_bad_input_corpus import report_board, report_cli
 
 from evalsuite import cli, runner
 from evalsuite.features.chunk_log import CHUNK_LOG_FILE
@@ -407,6 +408,35 @@ def test_disk_full_writing_the_wide_table_or_the_heatmap_keeps_the_old_files(cap
     expect_error(board_cli(capsys, "--out", out, "--plot", out / "map.png"), str(out / "map.png"), "no space left")
     assert (out / "kept.csv").read_bytes() == wide and (out / "map.png").read_bytes() == image
     assert not debris(fs)
+
+
+def test_report_html_on_a_full_disk_keeps_the_old_page_and_leaves_no_temp_file(capsys, tmpfs):
+    """Issue 40: Errno 28 from the page's write was an internal error."""
+    fs = tmpfs()
+    out = fs / "out"
+    out.mkdir()
+    report_board(out)
+    assert report_cli(capsys, "--out", out).returncode == 0
+    page = (out / "report.html").read_bytes()
+    fill_leaving(fs, 0)
+    expect_error(report_cli(capsys, "--out", out), f"cannot write {out / 'report.html'}", "no space left",
+                 "a --html path on a disk with room")
+    assert (out / "report.html").read_bytes() == page
+    assert not debris(fs)
+
+
+def test_report_html_failing_at_its_fsync_keeps_the_old_page(capsys, tmp_path, monkeypatch):
+    """The same fault without a tmpfs (no root needed): the staged page's fsync answers ENOSPC."""
+    out = tmp_path / "out"
+    out.mkdir()
+    report_board(out)
+    target = out / "pages" / "report.html"
+    target.parent.mkdir()
+    target.write_bytes(b"the old page")
+    inject(monkeypatch, "fsync", f".report.html.{os.getpid()}.tmp", errno.ENOSPC)
+    expect_error(report_cli(capsys, "--out", out, "--html", target), f"cannot write {target}", "no space left")
+    assert target.read_bytes() == b"the old page"
+    assert not debris(tmp_path)
 
 
 # ---- permissions ---------------------------------------------------------------------------------------------
