@@ -293,14 +293,17 @@ def build_model(name: str, device):
 
 
 class FirstForward:
-    """features_of for extract_to_cache: the backbone's pooled features, noting when the first forward started."""
+    """features_of for extract_to_cache: the backbone's pooled features through the run's forward clock
+    (features/throughput.py ForwardClock, as prepare.py wraps them), noting when the first forward started."""
 
-    def __init__(self, backbone):
-        self.backbone, self.first_start = backbone, None
+    def __init__(self, backbone, device):
+        from evalsuite.features.throughput import ForwardClock
+
+        self.clock, self.first_start = ForwardClock(backbone.pooled_features, device), None
 
     def __call__(self, images):
         self.first_start = self.first_start or time.perf_counter()
-        return self.backbone.pooled_features(images)
+        return self.clock(images)
 
 
 def forward_rate(backbone, device, precision: str, batch_size: int, tiles: int) -> dict:
@@ -337,7 +340,7 @@ def extraction_rate(backbone, dataset, layout, row_shape, device, precision: str
     from evalsuite.features.slide_features import cache_layout
 
     chunk_rows = chunk_rows_for(row_shape, batch_size, None)  # as a run sizes them
-    cache, key, forward = FeatureCache(root), "gpu-check", FirstForward(backbone)
+    cache, key, forward = FeatureCache(root), "gpu-check", FirstForward(backbone, device)
     reset_gpu_peak(device)
     started = time.perf_counter()
     writer = cache.start_or_resume(key, (len(dataset), *row_shape), dataset.labels,

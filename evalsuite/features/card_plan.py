@@ -19,6 +19,7 @@ from evalsuite.features.budget import (
     model_bytes,
     probe_working_bytes,
 )
+from evalsuite.features.extract import place_on_device
 from evalsuite.features.memory_limits import memory_sources
 from evalsuite.features.prepare import SPLITS, chunk_rows_for, feature_fn, used_precision
 from evalsuite.readers.card_facts import SIZED_READERS, OfficialSizes, missing_data_message, official_sizes
@@ -27,6 +28,7 @@ from evalsuite.tasks.kinds import KINDS
 
 
 def _blank_row_shape(config, card, backbone, device) -> tuple:
+    place_on_device(backbone, device)
     blank = torch.zeros(1, *backbone.data_config["input_size"], device=device)
     with torch.inference_mode(), autocast_context(device, used_precision(config, backbone, device)):
         return tuple(feature_fn(backbone, card)(blank).shape[1:])

@@ -106,8 +106,7 @@ def extract_to_cache(backbone, dataset, writer, device: torch.device, *, batch_s
         if finish:
             writer.finish()
         return 0
-    memory_format = _memory_format(backbone.model)
-    backbone.model.to(device=device, memory_format=memory_format)
+    memory_format = place_on_device(backbone, device)
     loader = torch.utils.data.DataLoader(dataset, batch_sampler=chunk_aligned_batches(pending, batch_size),
                                          worker_init_fn=_workers_ignore_stop_signals,
                                          **loader_kwargs(device, num_workers))
@@ -150,6 +149,14 @@ def _padded(images: torch.Tensor, batch_size: int) -> torch.Tensor:
     if missing <= 0:
         return images
     return torch.cat([images, images[-1:].expand(missing, *images.shape[1:])])
+
+
+def place_on_device(backbone, device: torch.device) -> torch.memory_format:
+    """Move the backbone's weights to `device` in the memory format its forward prefers, and return that format:
+    every forward of a run (the row-shape pass, the budget's blank pass, extraction) comes after this."""
+    memory_format = _memory_format(backbone.model)
+    backbone.model.to(device=device, memory_format=memory_format)
+    return memory_format
 
 
 def _memory_format(model) -> torch.memory_format:

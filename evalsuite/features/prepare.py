@@ -27,7 +27,7 @@ from evalsuite.features.budget import (
     probe_working_bytes,
 )
 from evalsuite.features.cache import FeatureCache, cache_key
-from evalsuite.features.extract import Preempted, extract_to_cache
+from evalsuite.features.extract import Preempted, extract_to_cache, place_on_device
 from evalsuite.features.memory_limits import memory_sources
 from evalsuite.features.slide_features import (
     cache_layout,
@@ -165,6 +165,7 @@ def plan_splits(config, card, reader, backbone, device) -> PreparedSplits:
     for split, dataset in datasets.items():
         if len(dataset) == 0:
             raise EvalsuiteError(f"task card {card.path}: split '{split}' has no samples")
+    place_on_device(backbone, device)  # before the row-shape pass, the run's first forward
     row_shape, forwards = _row_shape(cache, keys, datasets, feature_fn(backbone, card), device, precision)
     # Segmentation datasets give one mask's shape (uint8); class-id datasets have none (int64 ids).
     label_shape = tuple(getattr(datasets["train"], "label_shape", ()))

@@ -5,13 +5,14 @@ Two clocks, both on rank 0 (other ranks extract their shards at the same time, s
 size is the job's rate):
 - extraction: wall time from the first batch request to the last chunk written, per split, so it includes decoding
   in the DataLoader workers, host-to-device copies, the float16 cast and the durable chunk writes;
-- forward: the time inside the backbone call alone, the device synchronised before each clock read (a CUDA call
-  returns before the kernels finish).
+- forward: the time inside the backbone call alone: on a GPU between CUDA events recorded around each call (a
+  CUDA call returns before its kernels finish, and synchronising to read a host clock would stall the pipeline).
 A split that was already cached costs nothing now: its figures are the ones recorded beside the cache when it was
 extracted (`throughput.json`), so a fully cached run still reports what extraction costs on the machine that did
 it. Caches made before this file existed have none, and the run records null.
 """
 
+import collections
 import json
 import platform
 import time
@@ -24,25 +25,44 @@ SECONDS_PER_HOUR = 3600.0
 
 
 class ForwardClock:
-    """Wraps a backbone's feature function and adds up the images and the seconds it spends."""
+    """Wraps a backbone's feature function and adds up the images and the seconds it spends.
+
+    On a GPU each forward is bracketed by two CUDA events recorded on the stream, never by a synchronisation: a
+    forward's kernels are still running when the call returns, and waiting for them would stop the host from
+    queueing the next batch (extraction waits once per chunk: host_rows.py). Finished events are folded into the
+    total as they complete; `seconds` waits for the last one, after the split. On the CPU the call is synchronous
+    and the host clock times it."""
 
     def __init__(self, features_of, device: torch.device):
         self.features_of, self.device = features_of, device
-        self.images, self.seconds = 0, 0.0
+        self.images, self._done_s, self._pending = 0, 0.0, collections.deque()
 
     def __call__(self, images, *args, **kwargs):
-        _synchronise(self.device)
-        started = time.perf_counter()
-        output = self.features_of(images, *args, **kwargs)
-        _synchronise(self.device)
-        self.seconds += time.perf_counter() - started
+        if self.device.type != "cuda":
+            started = time.perf_counter()
+            output = self.features_of(images, *args, **kwargs)
+            self._done_s += time.perf_counter() - started
+        else:
+            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            start.record()
+            output = self.features_of(images, *args, **kwargs)
+            end.record()
+            self._pending.append((start, end))
+            self._fold(wait=False)
         self.images += len(images)
         return output
 
+    @property
+    def seconds(self) -> float:
+        """Forward seconds so far; on a GPU this waits for the last forward's end event."""
+        self._fold(wait=True)
+        return self._done_s
 
-def _synchronise(device: torch.device) -> None:
-    if device.type == "cuda":
-        torch.cuda.synchronize(device)
+    def _fold(self, wait: bool) -> None:
+        while self._pending and (wait or self._pending[0][1].query()):  # query(): has the event happened, no wait
+            start, end = self._pending.popleft()
+            end.synchronize()
+            self._done_s += start.elapsed_time(end) / 1000.0  # milliseconds
 
 
 def device_name(device: torch.device) -> str:
