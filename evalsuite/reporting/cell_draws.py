@@ -17,7 +17,7 @@ from evalsuite.errors import EvalsuiteError
 from evalsuite.metrics.draw_scores import per_draw_scores
 from evalsuite.metrics.segmentation import ConfusionScorer
 from evalsuite.metrics.significance import ItemScorer
-from evalsuite.reporting.predictions import load_predictions, prediction_key
+from evalsuite.reporting.predictions import NoPredictions, load_predictions, prediction_key
 
 LEAVE_OUT = "pass --task to leave the task out"
 
@@ -62,7 +62,7 @@ class PredictionsLoader:
             stored = self.loaded[run_id]
             key = prediction_key(cell.probe, seed)
             if key not in stored.probas and key not in stored.confusions:
-                raise EvalsuiteError(f"run {run_id} ({model} on {task}) stored no test predictions for probe "
+                raise NoPredictions(f"run {run_id} ({model} on {task}) stored no test predictions for probe "
                                      f"'{cell.probe}' seed {seed} (only classification and segmentation probes "
                                      f"store them); {LEAVE_OUT}")
             if first is not None and not same_items(first, stored):

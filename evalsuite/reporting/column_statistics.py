@@ -29,6 +29,7 @@ from evalsuite.metrics.multiple_comparisons import model_confidence_set
 from evalsuite.metrics.segmentation import has_confusion_form
 from evalsuite.metrics.significance import average_ranks, has_item_form, ranks_from_scores
 from evalsuite.reporting.cell_draws import PredictionsLoader, same_items
+from evalsuite.reporting.predictions import NoPredictions
 from evalsuite.reporting.results import RUNS_FOLDER
 from evalsuite.reporting.wide import RUN_COLUMN_METRICS, WideTable
 
@@ -75,8 +76,10 @@ def column_draws(table: WideTable, task: str, loader: PredictionsLoader, draws: 
         return None, ""
     try:
         loaded = {row.model: loader.cell(row.model, task, row.cells[task]) for row in ranked}
-    except EvalsuiteError:
+    except NoPredictions:
         return None, NO_PREDICTIONS
+    except EvalsuiteError as exc:  # a damaged file, seeds on other items: its own message names the file and fix
+        return None, str(exc)
     reference = next(iter(loaded.values()))
     if not all(same_items(reference, other) for other in loaded.values()):
         return None, "its runs were tested on different items (another data root or split): rerun them on the same"

@@ -201,9 +201,18 @@ def read_rows(path: Path) -> list[dict]:
     return rows
 
 
-def _complete_lines(path: Path) -> str:
+def check_leaderboard_file(path: Path, fix: str = "run `evalsuite run` first or pass --out DIR") -> None:
+    """A one-line error unless `path` is a file; `fix`: what to do when there is none. A folder in its place is
+    named as one: "no leaderboard" sent the user looking for a missing file."""
+    if path.is_dir():
+        raise EvalsuiteError(f"{path} is a folder, not the leaderboard file; move it aside (evalsuite writes the "
+                             "leaderboard CSV under that name) or pass another --out")
     if not path.is_file():
-        raise EvalsuiteError(f"no leaderboard at {path}; run `evalsuite run` first or pass --out DIR")
+        raise EvalsuiteError(f"no leaderboard at {path}; {fix}")
+
+
+def _complete_lines(path: Path) -> str:
+    check_leaderboard_file(path)
     try:
         text = path.read_text(encoding="utf-8-sig")  # a BOM (Excel) is not part of the first column's name
     except UnicodeDecodeError:

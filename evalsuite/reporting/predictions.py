@@ -25,6 +25,11 @@ from evalsuite.reporting.results import RUNS_FOLDER
 from evalsuite.storage.fsio import fs_errors, fsync_dir, staged, write_durably
 
 PREDICTIONS_SUFFIX = ".predictions.npz"
+class NoPredictions(EvalsuiteError):
+    """The run stored no test predictions (older than them, or a task kind or probe that stores none), unlike a
+    stored file that cannot be read: a column statistic says "not stored" for this one and "damaged" for that."""
+
+
 _RERUN = "rerun it (`evalsuite show RUN_ID` prints its command) to store test predictions"
 
 
@@ -91,7 +96,7 @@ def load_predictions(out_dir: Path, run_id: str) -> Predictions:
     """The run's stored test predictions; a missing or damaged file is a one-line error naming it and the fix."""
     path = predictions_path(out_dir, run_id)
     if not path.is_file():
-        raise EvalsuiteError(f"run {run_id} has no test predictions ({path} is missing: the run predates them or "
+        raise NoPredictions(f"run {run_id} has no test predictions ({path} is missing: the run predates them or "
                              f"stores none for its task kind); {_RERUN}")
     try:
         with np.load(path, allow_pickle=False) as stored:

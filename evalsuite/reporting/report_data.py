@@ -22,7 +22,7 @@ from evalsuite.errors import EvalsuiteError
 from evalsuite.metrics.directions import higher_is_better
 from evalsuite.reporting.cell_draws import PredictionsLoader
 from evalsuite.reporting.column_statistics import add_column_statistics
-from evalsuite.reporting.leaderboard import LEADERBOARD_FILE, read_rows
+from evalsuite.reporting.leaderboard import LEADERBOARD_FILE, check_leaderboard_file, read_rows
 from evalsuite.reporting.report_beyond import beyond_rows, reliability_bins
 from evalsuite.reporting.results import RUNS_FOLDER
 from evalsuite.reporting.run_fields import read_run_fields
@@ -69,8 +69,7 @@ class Report:
 def collect(out_dir: Path, filters: Filters = Filters()) -> Report:
     """The report of the leaderboard under `out_dir` (one-line errors for an empty or foreign file)."""
     source = Path(out_dir) / LEADERBOARD_FILE
-    if not source.is_file():
-        raise EvalsuiteError(f"no leaderboard at {source}; pass the --out folder of evalsuite runs")
+    check_leaderboard_file(source, "pass the --out folder of evalsuite runs")
     rows = read_rows(source)
     if not rows:
         raise EvalsuiteError(f"{source} has no rows yet; run `evalsuite run` or `evalsuite sweep run` first")

@@ -5,6 +5,7 @@ floor as the last row, the rules in a footnote."""
 
 import math
 
+from evalsuite.reporting.markdown import escape_markdown
 from evalsuite.reporting.report_data import Report
 
 IN_SET, UNTESTED = "◆", "?"
@@ -43,24 +44,21 @@ def _markdown_cell(cell, best_rank) -> str:
     return f"{text}{mark}{interval} {_rank(cell)}"
 
 
-def _escape_markdown(text: str) -> str:
-    return text.replace("|", "\\|")
-
-
 def markdown_report(report: Report) -> str:
     header = ["model", *(f"{task} ({report.metrics[task]})" for task in report.tasks)]
-    lines = ["| " + " | ".join(map(_escape_markdown, header)) + " |", "|" + "---|" * len(header)]
+    lines = ["| " + " | ".join(map(escape_markdown, header)) + " |", "|" + "---|" * len(header)]
     best = _best_ranks(report)
     for model in report.models:
         cells = [_markdown_cell(report.cells.get((model, task)), best.get(task)) for task in report.tasks]
-        lines.append("| " + " | ".join([_escape_markdown(model), *cells]) + " |")
+        lines.append("| " + " | ".join([escape_markdown(model), *cells]) + " |")
     if report.floors:
         floors = [_value(report.floors[task][1]) if task in report.floors else "–" for task in report.tasks]
         lines.append("| " + " | ".join(["*random-init floor*", *floors]) + " |")
     lines += ["", RULES + "."]
     if report.overall:
         lines += ["", "Overall (mean rank over tasks, 95 % bootstrap interval): " + ", ".join(
-            f"{model} {rank:.2f}{_overall_interval(interval)}" for model, rank, interval in report.overall) + "."]
+            f"{escape_markdown(model)} {rank:.2f}{_overall_interval(interval)}"
+            for model, rank, interval in report.overall) + "."]
     return "\n".join(lines)
 
 

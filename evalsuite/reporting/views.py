@@ -11,6 +11,7 @@ from collections import defaultdict
 from pathlib import Path
 
 from evalsuite.reporting.leaderboard import format_table
+from evalsuite.reporting.markdown import escape_markdown
 from evalsuite.reporting.wide import Cell, WideTable
 from evalsuite.storage.fsio import fs_errors, write_atomically
 
@@ -67,13 +68,20 @@ def text_table(table: WideTable) -> str:
 
 def markdown_table(table: WideTable) -> str:
     header, body = _display_rows(table)
+    fixed = len(header) - len(table.tasks)  # the fixed column names; the task names after them are labels
+    header = [*map(_pipes, header[:fixed]), *map(escape_markdown, header[fixed:])]
     lines = [_markdown_line(header), "|" + "|".join(" --- " for _ in header) + "|"]
-    lines += [_markdown_line(row) for row in body]
+    lines += [_markdown_line([escape_markdown(row[0]), *map(_pipes, row[1:])]) for row in body]  # row[0]: a label
     return "\n".join([f"_{line}_" for line in _legend(table)] + [""] + lines)
 
 
 def _markdown_line(cells: list) -> str:
-    return "| " + " | ".join(str(c).replace("|", "\\|") for c in cells) + " |"
+    return "| " + " | ".join(cells) + " |"
+
+
+def _pipes(text) -> str:
+    """A cell made here (numbers, probe, marks): only a `|` in it would end it."""
+    return str(text).replace("|", "\\|")
 
 
 def _legend(table: WideTable) -> list[str]:

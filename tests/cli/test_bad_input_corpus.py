@@ -452,14 +452,18 @@ def report_board(out):
     return path
 
 
-def report_cli(capsys, *args) -> subprocess.CompletedProcess:
-    """`evalsuite report` through the CLI's main() in this process, as a completed process."""
+def in_process(capsys, *args) -> subprocess.CompletedProcess:
+    """`evalsuite ARGS` through the CLI's main() in this process (no interpreter start), as a completed process."""
     from evalsuite import cli
 
     capsys.readouterr()
-    code = cli.main(["report", *map(str, args)])
+    code = cli.main([*map(str, args)])
     captured = capsys.readouterr()
-    return subprocess.CompletedProcess(["report", *args], code, captured.out, captured.err)
+    return subprocess.CompletedProcess(args, code, captured.out, captured.err)
+
+
+def report_cli(capsys, *args) -> subprocess.CompletedProcess:
+    return in_process(capsys, "report", *args)
 
 
 DAMAGED_RUN_JSONS = {
@@ -506,3 +510,15 @@ def test_report_html_naming_a_folder_is_refused_before_any_work(capsys, tmp_path
     assert_one_line_error(result, f"--html {folder}", "is a folder", "a file")
     assert sorted(p.name for p in folder.iterdir()) == ["old"]
     assert not [p for p in tmp_path.rglob("*.tmp")]
+
+
+@pytest.mark.parametrize("command", [["leaderboard"], ["leaderboard", "--compare", "a", "b"], ["report"],
+                                     ["report", "--format", "markdown"]], ids=" ".join)
+def test_a_leaderboard_that_is_a_folder_says_so(capsys, tmp_path, command):
+    """Issue 40: "no leaderboard at .../leaderboard.csv", which sent the user looking for a missing file."""
+    (tmp_path / "leaderboard.csv" / "inside").mkdir(parents=True)
+    result = in_process(capsys, *command, "--out", tmp_path)
+    assert result.returncode == 2, result.stderr
+    assert_one_line_error(result, f"{tmp_path / 'leaderboard.csv'} is a folder, not the leaderboard file",
+                          "move it aside")
+    assert sorted(p.name for p in tmp_path.rglob("*")) == ["inside", "leaderboard.csv"]

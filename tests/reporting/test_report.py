@@ -145,3 +145,35 @@ def test_a_column_of_one_cluster_is_marked_not_tested_with_a_note(tmp_path):
     board = run_cli("leaderboard", "--out", tmp_path)
     assert "note: t1 not tested (marked ?)" in board.stderr
     assert all(line.endswith("?") for line in board.stdout.splitlines() if line.startswith(("good ", "weak ")))
+
+
+def test_markdown_escapes_labels_as_the_html_and_latex_outputs_do(tmp_path):
+    """Issue 40: a label's `<script>` reached a README or an issue as HTML; `*`, `_`, `[` and a line break changed or
+    broke the table. An old or edited leaderboard can hold any label."""
+    hostile = "<script>alert(1)</script>*x*_[y](z)`\nnext"
+    add_model(tmp_path, hostile, "t1", [_model(0.9, 1)])
+    add_model(tmp_path, "plain", "t1", [_model(0.5, 2)])
+    result = run_cli("report", "--out", tmp_path, "--format", "markdown")
+    assert result.returncode == 0, result.stderr
+    assert "<script>" not in result.stdout and "&lt;script&gt;alert(1)&lt;/script&gt;" in result.stdout
+    assert r"\*x\*\_\[y\](z)\` next" in result.stdout
+    table = [line for line in result.stdout.splitlines() if line.startswith("|")]
+    assert len(table) == 4 and len({line.count(" | ") for line in table[2:]}) == 1  # header, rule, two models
+    board = run_cli("leaderboard", "--out", tmp_path, "--format", "markdown")  # its Markdown table too
+    assert board.returncode == 0, board.stderr
+    assert "<script>" not in board.stdout and r"&lt;script&gt;alert(1)&lt;/script&gt;\*x\*" in board.stdout
+    rows = [line for line in board.stdout.splitlines() if line.startswith("|")]
+    assert len(rows) == 4 and len({line.count(" | ") for line in rows}) == 1
+
+
+def test_a_damaged_predictions_file_is_named_as_damaged_not_as_missing(board):
+    """Issue 40: the note said "no stored test predictions (made before they were stored...)", where
+    `leaderboard --compare` says the file is damaged."""
+    path = predictions_path(board, "weak-t1-0")
+    path.write_bytes(path.read_bytes()[:200])
+    for command in (["report", "--format", "markdown"], ["leaderboard"]):
+        result = run_cli(*command, "--out", board)
+        assert result.returncode == 0, result.stderr
+        note = next(line for line in result.stderr.splitlines() if line.startswith("note: t1 not tested"))
+        assert f"cannot read predictions {path}" in note and "the file is damaged: delete it and rerun" in note
+        assert "made before they were stored" not in note
