@@ -11,6 +11,10 @@ from evalsuite.runtime.cpus import default_num_workers
 
 DEFAULT_MODEL = "efficientnet_lite0_imagenet"
 DEFAULT_OUT = "evalsuite_out"
+# The largest probe seed: scikit-learn takes a random_state up to 2**32 - 1 (the ridge_hest probe), and
+# probes/batches.py's seed * 1_000_003 + epoch stays within torch's 64-bit seeds below it. Larger seeds failed
+# after extraction with "Overflow when unpacking long long".
+MAX_SEED = 2**32 - 1
 
 
 @dataclass

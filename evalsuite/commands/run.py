@@ -10,7 +10,7 @@ def add_parser(commands, common) -> None:
     run = commands.add_parser("run", parents=[common], help="extract features (cached) and run probes on a task")
     add_task_model_args(run)
     run.add_argument("--probes", help="comma-separated probe recipes (default: the card's probes)")
-    run.add_argument("--seed", type=int, default=0, help="probe seed (default 0)")
+    run.add_argument("--seed", type=int, default=0, help="probe seed, 0 to 4294967295 (default 0)")
     run.add_argument("--seeds", help="comma-separated probe seeds, e.g. 0,1,2,3,4: probes are trained and scored "
                                      "once per seed, one set of leaderboard rows each (overrides --seed)")
     run.add_argument("--label", help="the leaderboard's model column (default: the model's name, with "
@@ -22,15 +22,19 @@ def add_parser(commands, common) -> None:
 
 
 def _seeds(args) -> list[int]:
+    from evalsuite.config import MAX_SEED
     from evalsuite.errors import EvalsuiteError
 
     if args.seeds is None:
-        if args.seed < 0:
-            raise EvalsuiteError(f"--seed must be a non-negative integer, got {args.seed}")
+        if not 0 <= args.seed <= MAX_SEED:
+            raise EvalsuiteError(f"--seed must be a non-negative integer up to {MAX_SEED}, got {args.seed}")
         return [args.seed]
     items = [part.strip() for part in args.seeds.split(",")]
-    if not all(item.isdigit() for item in items):  # an empty item (0,,1) or a sign (-1) is a typo
-        raise EvalsuiteError(f"--seeds takes comma-separated non-negative integers such as 0,1,2, got '{args.seeds}'")
+    # An empty item (0,,1) or a sign (-1) is a typo; `²` is a digit to isdigit() but not to int().
+    if not all(item.isascii() and item.isdigit() and len(item) <= len(str(MAX_SEED)) and int(item) <= MAX_SEED
+               for item in items):
+        raise EvalsuiteError(f"--seeds takes comma-separated non-negative integers up to {MAX_SEED} such as 0,1,2, "
+                             f"got '{args.seeds}'")
     seeds = [int(item) for item in items]
     if len(set(seeds)) != len(seeds):
         raise EvalsuiteError(f"--seeds needs distinct integers, got '{args.seeds}'")

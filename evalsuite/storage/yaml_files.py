@@ -65,3 +65,6 @@ def parse_yaml(data, path: Path, kind: str):
         raise EvalsuiteError(f"{kind} {path}: {exc}; keep one (YAML would silently keep only the last)") from None
     except yaml.YAMLError as exc:
         raise EvalsuiteError(f"{kind} {path}: not valid YAML ({str(exc).splitlines()[0]})") from None
+    except ValueError as exc:  # a value YAML types but Python cannot hold: a 5000-digit integer, 2001-13-45
+        raise EvalsuiteError(f"{kind} {path}: a value cannot be read ({str(exc).splitlines()[0]}); quote it if it is "
+                             "text, else correct it") from None

@@ -9,6 +9,7 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
+from evalsuite.config import MAX_SEED
 from evalsuite.errors import EvalsuiteError
 from evalsuite.models.pooling import check_token_rule
 from evalsuite.models.registry import MODELS
@@ -200,10 +201,10 @@ def _probes(value, path: Path, where: str) -> tuple:
 
 def _seeds(value, path: Path) -> list:
     seeds = value if isinstance(value, list) else [value]
-    if not seeds or not all(isinstance(s, int) and not isinstance(s, bool) and s >= 0 for s in seeds) \
-            or len(set(seeds)) != len(seeds):
-        raise EvalsuiteError(f"sweep file {path}: seeds must be distinct non-negative integers, e.g. [0, 1, 2]; "
-                             f"got {value!r}")
+    if not seeds or not all(isinstance(s, int) and not isinstance(s, bool) and 0 <= s <= MAX_SEED for s in seeds) \
+            or len(set(seeds)) != len(seeds):  # the seeds `evalsuite run --seeds` takes
+        raise EvalsuiteError(f"sweep file {path}: seeds must be distinct non-negative integers up to {MAX_SEED}, "
+                             f"e.g. [0, 1, 2]; got {value!r}")
     return list(seeds)
 
 

@@ -49,3 +49,10 @@ def test_no_base_60_numbers():
     """YAML 1.1 read `time: 12:00:00` as 43200 (a Slurm time of 43200 minutes); YAML 1.2, and this loader, as text."""
     assert parse_yaml("time: 12:00:00\nrate: 1:30.5\nn: 12\nx: 0.5\n", Path("f.yaml"), "sweep file") == \
         {"time": "12:00:00", "rate": "1:30.5", "n": 12, "x": 0.5}
+
+
+@pytest.mark.parametrize("text", ["seeds: [" + "1" * 5000 + "]\n", "date: 2001-13-45\n"], ids=["digits", "date"])
+def test_a_value_python_cannot_hold_is_one_line(text):
+    """Before: ValueError from int() (over 4300 digits) or datetime (month 13), an internal error."""
+    with pytest.raises(EvalsuiteError, match=r"^sweep file f.yaml: a value cannot be read \(.*\); quote it"):
+        parse_yaml(text, Path("f.yaml"), "sweep file")

@@ -122,10 +122,13 @@ def test_unknown_model(folder):
 
 # ---- seeds, precision, name, lists
 
-@pytest.mark.parametrize("seeds", [[-1], [0, 0], [0.5], ["a"]], ids=["negative", "duplicate", "float", "string"])
+@pytest.mark.parametrize("seeds", [[-1], [0, 0], [0.5], ["a"], [0, 2**70], [2**32]],
+                         ids=["negative", "duplicate", "float", "string", "2**70", "2**32"])
 def test_bad_seeds(folder, seeds):
+    """2**70 passed this check and failed each cell with `Overflow when unpacking long long` (issue 40)."""
     path = _sweep_with(folder, seeds=seeds)
-    _expect_error(folder, path, str(path), "seeds must be distinct non-negative integers", "[0, 1, 2]")
+    _expect_error(folder, path, str(path), "seeds must be distinct non-negative integers up to 4294967295",
+                  "[0, 1, 2]")
 
 
 def test_bad_precision(folder):
