@@ -13,8 +13,9 @@ def add_parser(commands, common) -> None:
     run.add_argument("--seed", type=int, default=0, help="probe seed, 0 to 4294967295 (default 0)")
     run.add_argument("--seeds", help="comma-separated probe seeds, e.g. 0,1,2,3,4: probes are trained and scored "
                                      "once per seed, one set of leaderboard rows each (overrides --seed)")
-    run.add_argument("--label", help="the leaderboard's model column (default: the model's name, with "
-                                      "+random-init or +<weights file stem>); tells checkpoints of one architecture apart")
+    run.add_argument("--label", help="the leaderboard's model column, up to 100 letters, digits, '_', '.' or '-' "
+                                      "(default: the model's name, with +random-init or +<weights file stem>); tells "
+                                      "checkpoints of one architecture apart")
     run.add_argument("--plots", action="store_true",
                      help="classification tasks: also save a reliability diagram (calibration) PNG per probe and "
                           "seed beside the run JSON")
@@ -42,7 +43,11 @@ def _seeds(args) -> list[int]:
 
 
 def main(args) -> None:
+    from evalsuite.storage.names import check_identifier
+
     probes = [p.strip() for p in args.probes.split(",") if p.strip()] if args.probes else []
+    if args.label is not None:  # a cell of every table: a line break or comma would break them
+        check_identifier(args.label, "--label", "uni2-h-ft")
     # Flags are checked before the heavy imports.
     config = run_config(args, probes=probes, seeds=_seeds(args), plots=args.plots, label=args.label)
     from evalsuite.reporting.commit import repair_half_commits

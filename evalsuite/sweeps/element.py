@@ -21,9 +21,9 @@ from evalsuite.sweeps.state import mark
 
 
 def run_element(plan_path: Path, index: int, say=print) -> None:
-    plan = read_json(Path(plan_path))
-    if not plan.get("elements") or not 0 <= index < len(plan["elements"]):
-        raise EvalsuiteError(f"sweep plan {plan_path}: no element {index} (it has {len(plan.get('elements', []))}); "
+    plan = _read_plan(Path(plan_path))
+    if not 0 <= index < len(plan["elements"]):
+        raise EvalsuiteError(f"sweep plan {plan_path}: no element {index} (it has {len(plan['elements'])}); "
                              "submit the sweep again with `evalsuite sweep run FILE --executor slurm`")
     element, folder = plan["elements"][index], Path(plan["folder"])
     config = RunConfig(**{**element["config"], "out_dir": Path(element["config"]["out_dir"])})
@@ -42,6 +42,19 @@ def run_element(plan_path: Path, index: int, say=print) -> None:
         mark(folder, element["ref"], "failed", suffix, error=internal + one_line(exc), log=_log_path(folder))
         raise
     mark(folder, element["ref"], "done", suffix, log=_log_path(folder))
+
+
+def _read_plan(plan_path: Path) -> dict:
+    """The plan's JSON object; a missing file or one that is no plan is said as such, not as "no element N"."""
+    where = "the plan-STAMP.json that `evalsuite sweep run FILE --executor slurm` wrote in <out>/sweeps/<name>/"
+    if not plan_path.is_file():
+        found = "is a folder" if plan_path.is_dir() else "not found"
+        raise EvalsuiteError(f"sweep plan {plan_path}: {found}; pass {where}")
+    plan = read_json(plan_path)
+    if not isinstance(plan, dict) or not isinstance(plan.get("elements"), list) or not plan["elements"] \
+            or "folder" not in plan:
+        raise EvalsuiteError(f"{plan_path} is not a sweep plan (no elements, or not JSON); pass {where}")
+    return plan
 
 
 def _log_path(folder: Path) -> str | None:

@@ -14,6 +14,7 @@ from evalsuite.errors import EvalsuiteError
 from evalsuite.models.pooling import check_token_rule
 from evalsuite.models.registry import MODELS
 from evalsuite.runtime.precision import PRECISIONS
+from evalsuite.storage.names import check_identifier
 from evalsuite.storage.yaml_files import parse_yaml
 from evalsuite.sweeps.slurm_options import CONTROL_CHARACTERS, SlurmOptions, integer_at_least, slurm_options
 from evalsuite.tasks.resources import cards_dir, find_yaml, recipes_dir
@@ -22,7 +23,7 @@ TOP_KEYS = {"name", "models", "tasks", "seeds", "probes", "precision", "out", "d
             "batch_size", "num_workers", "chunk_rows", "threads", "count_check", "cache"}
 MODEL_KEYS = {"name", "model", "weights", "random_init", "pooling"}
 TASK_KEYS = {"task", "data_root", "probes", "shards"}
-SAFE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
+DEVICE = re.compile(r"auto|cpu|cuda(:\d+)?")  # the devices `evalsuite run --device` names
 
 
 @dataclass(frozen=True)
@@ -58,6 +59,8 @@ class Sweep:
 
 def load_sweep(path) -> Sweep:
     path = Path(path)
+    if path.is_dir():
+        raise EvalsuiteError(f"sweep file {path} is a folder, not a file; pass the sweep's .yaml file")
     if not path.is_file():
         raise EvalsuiteError(f"sweep file not found: {path}; check the path")
     raw = parse_yaml(path.read_bytes(), path, "sweep file")
@@ -70,10 +73,7 @@ def load_sweep(path) -> Sweep:
 
 def _sweep(raw: dict, path: Path) -> Sweep:
     base = path.parent
-    name = str(raw.get("name") or path.stem)
-    if not SAFE_NAME.fullmatch(name):
-        raise EvalsuiteError(f"sweep file {path}: name '{name}' must be letters, digits, '.', '_' or '-' (it names "
-                             "a folder)")
+    name = check_identifier(raw.get("name") or path.stem, f"sweep file {path}: name", "pathology-2026")  # a folder
     probes = _probes(raw.get("probes"), path, "probes")
     precision = str(raw.get("precision", "auto"))
     if precision not in PRECISIONS:
@@ -139,6 +139,11 @@ def _model(item, path: Path, base: Path) -> ModelEntry:
     if weights and not _resolved(weights, base).exists():
         raise EvalsuiteError(f"sweep file {path}: weights of '{item['name']}' not found: {_resolved(weights, base)}")
     label = str(item.get("name") or model)
+    if item.get("name"):  # the leaderboard's model column, a cell of every table and of the status grid
+        check_identifier(label, f"sweep file {path}: models[].name", "uni2-h-ft")
+    elif CONTROL_CHARACTERS.search(model) or " " in model:  # a plain model labels itself
+        raise EvalsuiteError(f"sweep file {path}: model {model!r} is not a model name (it holds a space or a line "
+                             "break); write the registry, timm or hf-hub:ORG/NAME name")
     return ModelEntry(label=label, model=model, weights=str(_resolved(weights, base)) if weights else None,
                       random_init=random_init, pooling=item.get("pooling"))
 
@@ -214,6 +219,9 @@ def _run_options(raw: dict, path: Path) -> dict:
     for key, least in (("batch_size", 1), ("num_workers", 0), ("chunk_rows", 1), ("threads", 0)):
         if key in raw:
             options[key] = integer_at_least(raw[key], least, path, key)
+    if not DEVICE.fullmatch(options["device"]):  # else each cell would fail at its start, exit 4
+        raise EvalsuiteError(f"sweep file {path}: device {options['device']!r} is not a device; use auto, cpu, cuda "
+                             "or cuda:N")
     if options["cache"] not in ("auto", "ram", "memmap"):
         raise EvalsuiteError(f"sweep file {path}: cache must be auto, ram or memmap")
     return options

@@ -4,17 +4,15 @@ A card names its reader and the reader's arguments, the classes, the splits, the
 used to select probe hyper-parameters on val, and the probes run by default.
 """
 
-import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from evalsuite.errors import EvalsuiteError
+from evalsuite.storage.names import check_identifier
 from evalsuite.tasks.kinds import DEFAULT_LAYERS, KINDS
 from evalsuite.tasks.resources import cards_dir, find_yaml, read_yaml_mapping
 
 REQUIRED_SPLITS = ("train", "val", "test")
-# The name is a cell of every table and CSV (leaderboard, wide table, heatmap): a newline, comma or space breaks them.
-CARD_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,99}")
 
 
 @dataclass(frozen=True)
@@ -82,9 +80,8 @@ def _string_list(raw: dict, path: Path, name: str) -> list:
 
 def _card_from_mapping(raw: dict, path: Path, sha256: str) -> TaskCard:
     name = _field(raw, path, "name", str)
-    if not CARD_NAME.fullmatch(name):
-        raise EvalsuiteError(f"task card {path}: field 'name' must be an identifier of up to 100 letters, digits, "
-                             f"'_', '.' or '-' (e.g. my_task), got {name!r}")
+    # The name is a cell of every table and CSV (leaderboard, wide table, heatmap): a line break or comma breaks them.
+    check_identifier(name, f"task card {path}: field 'name'", "my_task")
     kind = _field(raw, path, "kind", str)
     if kind not in KINDS:
         raise EvalsuiteError(f"task card {path}: field 'kind' must be one of {', '.join(KINDS)}, got '{kind}'")

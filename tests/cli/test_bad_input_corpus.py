@@ -544,3 +544,33 @@ def test_slurm_cpus_on_node_in_slurms_repeated_count_form_is_read(tmp_path):
     assert result.returncode == 0, result.stderr
     assert "limits: SLURM_MEM_PER_CPU 1.95 GiB" in result.stdout  # 2 CPUs x 1000 MB on this node
     assert not (tmp_path / "out").exists()
+
+
+# ---- issue 40: labels and names follow the identifier rule -------------------------------------------------------
+
+@pytest.mark.parametrize("label, fragment", [
+    ("x\ny", "--label must be an identifier of up to 100 letters, digits, '_', '.' or '-' that starts with a "
+             "letter or digit (e.g. uni2-h-ft), got 'x\\ny': it holds '\\n'"),
+    ("my model", "got 'my model': it holds ' '"),
+    ("..", "--label '..' is refused: '.' and '..' name a folder and its parent"),
+], ids=["line-break", "space", "dot-dot"])
+def test_a_label_that_is_not_an_identifier_is_refused_at_once(tmp_path, label, fragment):
+    """Before: `--label $'x\\ny'` was accepted and broke the leaderboard table and the Markdown report."""
+    result = run_cli("run", "--task", "demo", *TINY_MODEL, "--label", label, "--out", tmp_path / "out", timeout=120)
+    assert result.returncode == 2
+    assert_one_line_error(result, fragment)
+    assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize("name", [".", ".."])
+def test_a_card_named_dot_says_why(tmp_path, name):
+    import yaml
+
+    from evalsuite.tasks.resources import cards_dir
+
+    card = yaml.safe_load((cards_dir() / "crc.yaml").read_text())
+    card["name"] = name
+    (tmp_path / "dot.yaml").write_text(yaml.safe_dump(card))
+    result = run_cli("run", "--task", tmp_path / "dot.yaml", "--out", tmp_path / "out", timeout=120)
+    assert_one_line_error(result, f"field 'name' {name!r} is refused: '.' and '..' name a folder and its parent")
+    assert "must be letters" not in result.stderr and not (tmp_path / "out").exists()

@@ -168,7 +168,7 @@ def test_top_level_not_a_mapping(folder):
     ({"seeds": []}, ["seeds must be distinct non-negative integers"]),
     ({"seeds": [True]}, ["seeds must be distinct non-negative integers"]),
     ({"seeds": [0, None]}, ["seeds must be distinct non-negative integers"]),
-    ({"name": "my sweep"}, ["name 'my sweep'"]),
+    ({"name": "my sweep"}, ["name must be an identifier", "got 'my sweep': it holds ' '"]),
     ({"models": []}, ["'models' must be a non-empty list"]),
     ({"tasks": "demo"}, ["'tasks' must be a non-empty list"]),
     ({"slurm": ["--partition=gpu"]}, ["slurm: must be a mapping"]),
@@ -304,3 +304,42 @@ def test_the_sbatch_block_holds_only_directives_with_each_value_quoted(folder):
     for option in ('--partition="gpu,gpu-long"', '--account="lab42"', '--gpus="a100:2"', '--time="12:00:00"',
                    "--qos=normal", "--requeue", "--signal=B:USR1@1200"):
         assert f"#SBATCH {option}" in block, block
+
+
+@pytest.mark.parametrize("changes, fragments", [
+    ({"models": [{**MODEL, "name": "vit\nsecond"}]}, ["models[].name must be an identifier",
+                                                      "got 'vit\\nsecond': it holds '\\n'"]),
+    ({"models": [{**MODEL, "name": "my vit"}]}, ["models[].name must be an identifier", "it holds ' '"]),
+    ({"name": "run\n2"}, ["name must be an identifier", "got 'run\\n2'"]),
+    ({"name": "."}, ["name '.' is refused: '.' and '..' name a folder and its parent"]),
+    ({"name": ".."}, ["name '..' is refused: '.' and '..' name a folder and its parent"]),
+    ({"name": ".hidden"}, ["got '.hidden': it starts with '.'"]),
+    ({"device": "tpu"}, ["device 'tpu'", "auto, cpu, cuda or cuda:N"]),
+], ids=["label-line-break", "label-space", "sweep-name-line-break", "dot", "dot-dot", "hidden", "device-tpu"])
+def test_names_and_device_are_checked_with_the_file(folder, changes, fragments):
+    """Before: a label with a line break broke the status grid and every table; `.` and `..` were told to use
+    letters, digits, '.', '_' or '-' (which they are); `device: tpu` failed each cell with exit 4."""
+    path = _sweep_with(folder, **changes)
+    _expect_error(folder, path, str(path), *fragments)
+
+
+def test_a_sweep_file_that_is_a_folder_says_so(folder):
+    (folder / "sweep.yaml").mkdir()
+    _expect_error(folder, folder / "sweep.yaml", "sweep file", str(folder / "sweep.yaml"), "is a folder",
+                  args=("status",))
+
+
+@pytest.mark.parametrize("plan, fragments", [
+    (None, ["sweep plan", "not found", "plan-STAMP.json"]),
+    ("", ["is not a sweep plan"]),
+    ("{\"elements\": []}", ["is not a sweep plan"]),
+    ("[1, 2]", ["is not a sweep plan"]),
+], ids=["missing", "empty", "no-elements", "a-list"])
+def test_sweep_element_on_a_file_that_is_no_plan_says_so(folder, plan, fragments):
+    """Before: `no element 3 (it has 0)` for a missing file or any file that is not a plan."""
+    path = folder / "plan.json"
+    if plan is not None:
+        path.write_text(plan)
+    result = run_cli("sweep", "element", path, "3", cwd=folder, timeout=120)
+    assert_one_line_error(result, str(path), *fragments)
+    assert result.returncode == EXIT_USER and "no element 3" not in result.stderr

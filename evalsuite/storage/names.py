@@ -1,0 +1,45 @@
+"""The identifier rule for names the user gives that become folder or file names and table cells: task card names,
+sweep names, and model labels (`run --label`, a sweep's `models[].name`).
+
+Up to 100 letters, digits, '_', '.' or '-', starting with a letter or digit. A line break in a label broke every
+table, the status grid and the Markdown report; a space or a comma breaks a CSV cell or a column; `.` and `..`
+name the current folder and its parent, not a new one; a leading '-' reads as an option and a leading '.' hides
+the folder it names.
+"""
+
+import re
+
+from evalsuite.errors import EvalsuiteError
+
+MAX_IDENTIFIER_CHARS = 100
+IDENTIFIER = re.compile(rf"[A-Za-z0-9][A-Za-z0-9_.-]{{0,{MAX_IDENTIFIER_CHARS - 1}}}")
+_ALLOWED_CHARACTER = re.compile(r"[A-Za-z0-9_.-]")
+RULE = (f"an identifier of up to {MAX_IDENTIFIER_CHARS} letters, digits, '_', '.' or '-' that starts with a letter "
+        "or digit")
+
+
+def identifier_problem(name: str) -> str | None:
+    """Why `name` is not an identifier, in a few words; None when it is one."""
+    if IDENTIFIER.fullmatch(name):
+        return None
+    if not name:
+        return "it is empty"
+    odd = next((char for char in name if not _ALLOWED_CHARACTER.fullmatch(char)), None)
+    if odd is not None:
+        return f"it holds {odd!r}"  # repr: a line break shows as '\n', so the message stays one line
+    if len(name) > MAX_IDENTIFIER_CHARS:
+        return f"it has {len(name)} characters"
+    return f"it starts with {name[0]!r}"
+
+
+def check_identifier(name, where: str, example: str) -> str:
+    """`name` when it is an identifier, else a one-line EvalsuiteError: `where` names the field ("sweep file F:
+    name"), `example` is a name that would do."""
+    name = str(name)
+    if name in (".", ".."):
+        raise EvalsuiteError(f"{where} {name!r} is refused: '.' and '..' name a folder and its parent, not a new "
+                             f"one; choose a name such as {example}")
+    problem = identifier_problem(name)
+    if problem:
+        raise EvalsuiteError(f"{where} must be {RULE} (e.g. {example}), got {name!r}: {problem}")
+    return name
