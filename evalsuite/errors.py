@@ -6,6 +6,7 @@ EXIT_REFUSE = 3  # the RAM budget gate refused the run (`evalsuite budget`, `run
 EXIT_INTERRUPTED = 130  # Ctrl-C (128 + SIGINT), as shells report it
 EXIT_BROKEN_PIPE = 141  # the reader of stdout left (`| head`): 128 + SIGPIPE, what `yes | head -1` gives `yes`
 EXIT_SWEEP_INCOMPLETE = 4  # `evalsuite sweep run`: some cells failed (the summary names them); the others are done
+EXIT_SWEEP_WAITING = 5  # `evalsuite sweep run` here: no cell failed, but some are queued or running elsewhere
 EXIT_PREEMPTED = 75  # EX_TEMPFAIL: stopped after an extraction chunk on a signal; the same command resumes
 
 

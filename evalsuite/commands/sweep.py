@@ -16,6 +16,9 @@ def add_parser(commands, common) -> None:
     run.add_argument("--dry-run", action="store_true",
                      help="say what would run; with --executor slurm, write and print the scripts and the sbatch "
                           "lines without submitting")
+    run.add_argument("--reclaim", action="append", default=[], metavar="HOST",
+                     help="take over cells recorded as running on HOST that this host cannot check (that host went "
+                          "down); repeatable. Cells of a dead process on this host are taken over without it")
     run.set_defaults(handler=main_run)
     status = actions.add_parser("status", parents=[common], help="the model x task grid: done, running, pending, "
                                                                  "failed (with the error and the log)")
@@ -51,12 +54,12 @@ def main_run(args) -> None:
     except EvalsuiteError as exc:  # the messages name --out, which the sweep file calls out:
         raise EvalsuiteError(f"sweep file {sweep.path}: out: {one_line(exc).replace('--out ', '')}") from None
     if args.executor == "slurm":
-        _submit(sweep, cells, args.dry_run)
+        _submit(sweep, cells, args.dry_run, args.reclaim)
     else:
-        _run_here(sweep, cells, args.dry_run)
+        _run_here(sweep, cells, args.dry_run, args.reclaim)
 
 
-def _run_here(sweep, cells, dry_run: bool) -> None:
+def _run_here(sweep, cells, dry_run: bool, reclaim=()) -> None:
     from evalsuite.sweeps.cells import done_pairs, leaderboard_rows, missing_runs, weights_ids
 
     if dry_run:
@@ -68,25 +71,22 @@ def _run_here(sweep, cells, dry_run: bool) -> None:
         return
     from evalsuite.sweeps.local import run_local
 
-    run_local(sweep, cells, say=lambda line: print(line, flush=True))
-    _finish(sweep, cells)
+    run_local(sweep, cells, say=lambda line: print(line, flush=True), reclaim=reclaim)
+    _finish(sweep, cells, reclaim, every_cell_done=True)
 
 
-def _finish(sweep, cells) -> None:
-    from evalsuite.errors import EXIT_SWEEP_INCOMPLETE, EvalsuiteError
-    from evalsuite.sweeps.status import cell_states, grid_text
+def _finish(sweep, cells, reclaim=(), every_cell_done: bool = False) -> None:
+    """The grid; exit 4 when a cell failed; with `every_cell_done` (here), exit 5 while a cell runs elsewhere."""
+    from evalsuite.sweeps.status import cell_states, grid_text, unfinished
 
-    states = cell_states(sweep, cells)
+    states = cell_states(sweep, cells, reclaim)
     print(grid_text(sweep, states), flush=True)
-    failed = [s for s in states if s["state"] == "failed"]
-    if failed:
-        error = EvalsuiteError(f"{len(failed)} of {len(cells)} cells failed (listed above); fix them and run the "
-                               f"same `evalsuite sweep run` again: it runs only what is missing")
-        error.exit_code = EXIT_SWEEP_INCOMPLETE
+    error = unfinished(states, waiting_fails=every_cell_done)
+    if error:
         raise error
 
 
-def _submit(sweep, cells, dry_run: bool) -> None:
+def _submit(sweep, cells, dry_run: bool, reclaim=()) -> None:
     from evalsuite.sweeps.cells import missing_runs
     from evalsuite.sweeps.limits import read_limits
     from evalsuite.sweeps.status import cell_states
@@ -97,7 +97,7 @@ def _submit(sweep, cells, dry_run: bool) -> None:
     limits = read_limits(sweep.slurm, dry_run, say=print)  # before planning, which loads every model
     print(limits.describe())
     check_warning_fits(sweep, limits)
-    states = {s["cell"]: s for s in cell_states(sweep, cells)}
+    states = {s["cell"]: s for s in cell_states(sweep, cells, reclaim)}
     busy = [c for c in cells if states[c.id].get("active") and states[c.id]["state"] != "done"]
     wanted = [c for c in cells if states[c.id]["state"] != "done" and c not in busy]
     if busy:
@@ -109,7 +109,7 @@ def _submit(sweep, cells, dry_run: bool) -> None:
     else:
         print(f"sweep {sweep.name}: nothing to submit")
     if not dry_run:
-        _finish(sweep, cells)
+        _finish(sweep, cells, reclaim)
 
 
 def _submit_elements(sweep, elements: list, limits, dry_run: bool) -> None:

@@ -4,7 +4,9 @@ Cells of one model run in a row and share its loaded backbone (models/reuse.py);
 one `evalsuite run`, sharing its feature cache. A failed cell is one line (its traceback goes to the cell's log) and
 the sweep goes on. SIGTERM or SIGUSR1 stops the sweep after the current extraction chunk (exit 75), Ctrl-C at once
 (exit 130); the same command resumes it. A cell that Slurm or another process is running or has queued (`sweep
-status`) is left to it. `shards:` has no meaning here: one process extracts each cache whole.
+status`) is left to it. While it runs a cell this process holds the cell's lock (sweeps/liveness.py), so a record
+it leaves behind when killed is seen as dead and taken up by the next `sweep run`, and two `sweep run`s started
+together do not run one cell twice. `shards:` has no meaning here: one process extracts each cache whole.
 """
 
 import sys
@@ -17,16 +19,18 @@ from evalsuite.models.reuse import ReusedBuilds
 from evalsuite.reporting.commit import repair_half_commits
 from evalsuite.runner import run
 from evalsuite.sweeps.cells import done_pairs, leaderboard_rows, missing_runs, sweep_dir, weights_ids
-from evalsuite.sweeps.state import log_path, mark
+from evalsuite.sweeps.liveness import CellHeld, hold
+from evalsuite.sweeps.state import lock_path, log_path, mark, out_error
 from evalsuite.sweeps.status import cell_states
 
 
-def run_local(sweep, cells, say=print) -> dict:
-    """Run every cell not done; returns {cell id: "done" | "failed" | "skipped"}."""
+def run_local(sweep, cells, say=print, reclaim=()) -> dict:
+    """Run every cell not done; returns {cell id: "done" | "failed" | "skipped" | "busy"}. `reclaim`: hosts whose
+    records of running cells are given up (`--reclaim`)."""
     for note in repair_half_commits(sweep.out):  # a run killed while committing, finished or undone first
         print(f"note: {note}", file=sys.stderr)
     rows, ids = leaderboard_rows(sweep), weights_ids(sweep)
-    busy = {s["cell"] for s in cell_states(sweep, cells) if s.get("active") and s["state"] != "done"}
+    busy = {s["cell"] for s in cell_states(sweep, cells, reclaim) if s.get("active") and s["state"] != "done"}
     if busy:
         say(f"sweep {sweep.name}: {len(busy)} cells are queued or running elsewhere (`sweep status`); left to them")
     todo = [(cell, missing_runs(cell, done_pairs(sweep, rows, cell, ids))) for cell in cells if cell.id not in busy]
@@ -34,17 +38,34 @@ def run_local(sweep, cells, say=print) -> dict:
     if outcome:
         say(f"sweep {sweep.name}: {len(outcome)} of {len(cells)} cells already in {sweep.out}/leaderboard.csv, "
             "skipped")
-    builds, started, pending = ReusedBuilds(), time.monotonic(), [(c, r) for c, r in todo if r]
-    for number, (cell, runs) in enumerate(pending, 1):
+    builds, started, pending = ReusedBuilds(), time.monotonic(), [c for c, r in todo if r]
+    for number, cell in enumerate(pending, 1):
         cell_started = time.monotonic()
-        outcome[cell.id] = _run_cell(sweep, cell, runs, builds, say)
+        outcome[cell.id] = _run_cell(sweep, cell, ids, builds, say)
         say(_progress_line(sweep, cell, number, len(pending), outcome[cell.id], cell_started, started))
     return outcome
 
 
-def _run_cell(sweep, cell, runs: list, builds, say) -> str:
+def _run_cell(sweep, cell, ids: dict, builds, say) -> str:
+    lock = lock_path(sweep_dir(sweep), cell.id)
+    try:
+        lock.parent.mkdir(parents=True, exist_ok=True)
+        lock.touch()
+    except OSError as exc:  # a full or read-only disk: one line naming the file
+        raise out_error("create", lock, exc) from None
+    try:
+        with hold(lock) as locked:
+            # Read again under the lock: another `sweep run` may have finished the cell since this one looked.
+            runs = missing_runs(cell, done_pairs(sweep, leaderboard_rows(sweep), cell, ids))
+            return _run_held_cell(sweep, cell, runs, builds, say, locked) if runs else "skipped"
+    except CellHeld:  # another `sweep run` took the cell after this one looked
+        say(f"  {cell.model.label} x {cell.task_name}: another process started it; left to it")
+        return "busy"
+
+
+def _run_held_cell(sweep, cell, runs: list, builds, say, locked: bool) -> str:
     folder = sweep_dir(sweep)
-    mark(folder, cell.ref, "running", jobs=[])  # this process runs it now, not a job submitted before
+    mark(folder, cell.ref, "running", jobs=[], locked=locked)  # this process runs it now, not a job submitted before
     try:
         for probes, seeds in runs:
             record = run(cell.config(sweep, probes=probes, seeds=seeds), builds)
@@ -69,8 +90,9 @@ def _failed(sweep, cell, message: str, say, exit_code: int = 2) -> str:
         log.write_text(f"{message}\n\n{traceback.format_exc()}")
     except OSError:
         log = None
-    mark(folder, cell.ref, "failed", error=message, log=str(log) if log else None, exit_code=exit_code)
+    # Said before the state is written: when that write fails too (a full disk), the cell's own error is seen.
     print(f"evalsuite: cell {cell.model.label} x {cell.task_name} failed: {message}", file=sys.stderr)
+    mark(folder, cell.ref, "failed", error=message, log=str(log) if log else None, exit_code=exit_code)
     return "failed"
 
 

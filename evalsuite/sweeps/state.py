@@ -2,8 +2,9 @@
 
 The leaderboard decides whether a cell is done (sweeps/cells.py); these files say what happened to the others:
 `submitted` (Slurm job ids), `running` (host, pid or job), `failed` (the one-line error and the log), `done`.
-They are written atomically by the process running the cell and never decide who runs what: a stale `running`
-file of a dead job is read against `squeue` (or the pid) and shown as failed.
+They are written atomically by the process running the cell (a failed write leaves the previous file) and never
+decide who runs what: a stale `running` file is read against `squeue`, or on its host against the cell's lock and
+the process's pid and start time (sweeps/liveness.py), and shown as failed.
 """
 
 import os
@@ -11,7 +12,10 @@ import socket
 import time
 from pathlib import Path
 
+from evalsuite.errors import EvalsuiteError
+from evalsuite.storage.fsio import fs_error
 from evalsuite.sweeps.cells import read_json, write_json
+from evalsuite.sweeps.liveness import identity
 
 CELLS_FOLDER = "cells"
 LOGS_FOLDER = "logs"
@@ -26,15 +30,32 @@ def read_state(folder: Path, cell_id: str, element: str = "") -> dict:
     return read_json(state_path(folder, cell_id, element))
 
 
+def lock_path(folder: Path, cell_id: str) -> Path:
+    """The file a local runner holds an flock on while it runs the cell (sweeps/liveness.py)."""
+    return Path(folder) / CELLS_FOLDER / f"{cell_id}.lock"
+
+
 def mark(folder: Path, ref: dict, state: str, element: str = "", **fields) -> None:
     """Record `state` for the cell `ref` ({cell, model, task}: `Cell.ref`), keeping the job ids it was given."""
+    path = state_path(folder, ref["cell"], element)
     previous = read_state(folder, ref["cell"], element)
     record = {**ref, "state": state,
               "updated_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "host": socket.gethostname(),
-              "pid": os.getpid(), **_slurm_job(), **fields}
+              **identity(), **_slurm_job(), **fields}
     if "jobs" in previous and "jobs" not in record:
         record["jobs"] = previous["jobs"]
-    write_json(state_path(folder, ref["cell"], element), record)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        write_json(path, record)
+    except OSError as exc:  # a full disk is the user's to fix, not a bug: one line naming the file
+        raise out_error("write", path, exc) from None
+
+
+def out_error(action: str, path: Path, exc: OSError) -> EvalsuiteError:
+    """`cannot ACTION PATH: why; what to do`, the fix naming the sweep file's `out:` (a sweep has no --out)."""
+    message = str(fs_error(action, path, exc))
+    return EvalsuiteError(message.replace("pass an --out folder", "set out: in the sweep file to a folder")
+                          .replace("pass another --out", "set out: in the sweep file to another folder"))
 
 
 def _slurm_job() -> dict:
