@@ -17,7 +17,7 @@ fewer tiles the larger the model. For each, in order:
   distributed file layout (``camelyonpatch_level_2_split_{train,valid,test}_{x,y}.h5``, ``x`` uint8 [N, 96, 96, 3]
   uncompressed, ``y`` [N, 1, 1, 1]) with uniform random pixels; the three models read the train, valid and test
   files, each holding that model's tile count. Tiles are read and resized to 224 px by the run's DataLoader workers
-  (``runtime/cpus.py default_num_workers``, at most 4), converted on the GPU.
+  (``runtime/cpus.py default_num_workers``: beside a GPU the CPUs less one, at most 12), converted on the GPU.
 - ``slide extraction``: the same on ``SlideTiles`` of synthetic slides: tiled pyramidal JPEG TIFFs written by
   the demo slide builder's ``write_pyramid_tiff`` (generic and SVS-like, 0.5 um/px), a block of tissue-coloured
   noise on glass, tiled by ``tile_slides`` with the default tiling (224 px at 0.5 um/px, >= 50 % tissue), read
@@ -58,9 +58,11 @@ slide, precision as a run picks it there: fp32, or bf16 where the CPU has it nat
 parts on the tiny sizes. Writes ``gpu_check.json`` and ``gpu_check.md`` under ``--out`` (default
 ``./gpu_check_out``); the synthetic data go to a temporary folder, removed at the end.
 
-Run: ``python benchmarks/gpu_check.py [--out DIR] [--num-workers N]`` on one GPU (sized for under 8 minutes on an
-H100, an estimate not yet timed on one; writing the synthetic data alone took 17 s on 2 CPU cores);
+Run: ``python benchmarks/gpu_check.py [--out DIR] [--num-workers N] [--models LABEL ...] [--no-subprocesses]`` on
+one GPU (105 s on one H100 with 16 cores, 2026-11-27: docs/compute.md has its table);
 ``python benchmarks/gpu_check.py --smoke --out DIR`` on the CPU (17 s on 2 AVX-512 cores, torchrun 8 s of it).
+On a machine without the project installed, ``PYTHONPATH=<repo>`` is enough where torch, timm, h5py, tifffile and
+openslide-python + openslide-bin are installed.
 """
 
 import argparse
