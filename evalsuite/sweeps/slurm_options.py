@@ -28,7 +28,8 @@ VALUE_FORMS = {
     "partition": (rf"{_NAME}(,{_NAME})*", "names of letters, digits, '_', '.' or '-', separated by commas",
                   "gpu or gpu,gpu-long"),
     "account": (_NAME, "letters, digits, '_', '.' or '-'", "lab42"),
-    "gpus": (rf"({_NAME}:)?\d+", "[type:]count", "1 or a100:2"),
+    "gpus": (rf"({_NAME}:)?\d+(,({_NAME}:)?\d+)*", "[type:]count, or a comma-separated list of them",
+             "1 or a100:2"),
     "time": (r"[0-9:-]+|(?i:unlimited|infinite)", "digits, ':' and '-', or UNLIMITED", "02:00:00 or 1-12:00:00"),
 }
 CONTROL_CHARACTERS = re.compile(r"[\x00-\x1f\x7f]")
@@ -80,9 +81,9 @@ def _check_values(options: SlurmOptions, path: Path) -> None:
             setattr(options, key, None)
             continue
         if isinstance(value, bool) or not isinstance(value, (str, int)) or not re.fullmatch(pattern, str(value)):
-            raise EvalsuiteError(f"sweep file {path}: slurm.{key} {value!r} is not a Slurm {key}: write one value "
-                                 f"of {holds}, e.g. {example} (a line break or shell character would reach the "
-                                 "job script)")
+            raise EvalsuiteError(f"sweep file {path}: slurm.{key} {value!r} is not a value for sbatch --{key}: write "
+                                 f"{holds}, e.g. {example} (a line break or shell character would reach the job "
+                                 "script)")
         setattr(options, key, str(value))
     for line in options.extra:
         if CONTROL_CHARACTERS.search(line):

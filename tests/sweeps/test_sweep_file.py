@@ -297,12 +297,13 @@ def test_the_sbatch_block_holds_only_directives_with_each_value_quoted(folder):
     odd = folder / "x\ntouch evil"
     odd.mkdir()
     path = _write(odd, text=f"models: [test_vit]\ntasks: [demo]\nout: {folder / 'out'}\nslurm:\n  partition: "
-                            "gpu,gpu-long\n  account: lab42\n  gpus: a100:2\n  time: 12:00:00\n  extra: [qos=normal]\n")
+                            "gpu,gpu-long\n  account: lab42\n  gpus: a100:2,v100:1\n  time: 12:00:00\n"
+                            "  extra: [qos=normal]\n")
     script = array_script(load_sweep(path), folder / "out" / "sweeps" / "sweep", folder / "plan.json")
     block = script.split("\n\n")[0].splitlines()
     assert all(line.startswith("#") for line in block), block
-    for option in ('--partition="gpu,gpu-long"', '--account="lab42"', '--gpus="a100:2"', '--time="12:00:00"',
-                   "--qos=normal", "--requeue", "--signal=B:USR1@1200"):
+    for option in ('--partition="gpu,gpu-long"', '--account="lab42"', '--gpus="a100:2,v100:1"',
+                   '--time="12:00:00"', "--qos=normal", "--requeue", "--signal=B:USR1@1200"):
         assert f"#SBATCH {option}" in block, block
 
 
