@@ -316,7 +316,9 @@ def test_the_sbatch_block_holds_only_directives_with_each_value_quoted(folder):
     ({"name": ".."}, ["name '..' is refused: '.' and '..' name a folder and its parent"]),
     ({"name": ".hidden"}, ["got '.hidden': it starts with '.'"]),
     ({"device": "tpu"}, ["device 'tpu'", "auto, cpu, cuda or cuda:N"]),
-], ids=["label-line-break", "label-space", "sweep-name-line-break", "dot", "dot-dot", "hidden", "device-tpu"])
+    ({"models": ["test_vit\nsecond"]}, ["model 'test_vit\\nsecond' is not a model name"]),
+], ids=["label-line-break", "label-space", "sweep-name-line-break", "dot", "dot-dot", "hidden", "device-tpu",
+        "plain-model-line-break"])
 def test_names_and_device_are_checked_with_the_file(folder, changes, fragments):
     """Before: a label with a line break broke the status grid and every table; `.` and `..` were told to use
     letters, digits, '.', '_' or '-' (which they are); `device: tpu` failed each cell with exit 4."""
