@@ -7,6 +7,7 @@ code 2; unexpected errors are one line and exit code 1; `--debug` shows the trac
 import argparse
 import gc
 import os
+import shlex
 import select
 import sys
 
@@ -65,7 +66,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"evalsuite: error: {one_line(exc)}", file=sys.stderr)
         return exc.exit_code
     except KeyboardInterrupt:
-        print("evalsuite: interrupted", file=sys.stderr)
+        print(_interrupted_line(args, argv), file=sys.stderr)
         return EXIT_INTERRUPTED
     except Exception as exc:  # noqa: BLE001 - one line for users; --debug shows the traceback
         return _internal_error(args, exc)
@@ -80,6 +81,20 @@ def entry_point() -> None:
     code = main()
     gc.freeze()
     raise SystemExit(code)
+
+
+# Commands whose work survives an interrupt, and what of it: the same command line goes on from there.
+_RESUMABLE = {"run": "finished chunks of the feature caches are kept", "robustness": "finished cache chunks are kept",
+              "sweep run": "finished cells are kept"}
+
+
+def _interrupted_line(args, argv) -> str:
+    name = getattr(args.handler, "__module__", "").rsplit(".", 1)[-1]
+    kept = _RESUMABLE.get(f"{name} {args.action}" if name == "sweep" else name)
+    if kept is None:
+        return "evalsuite: interrupted"
+    command = shlex.join(["evalsuite", *(sys.argv[1:] if argv is None else argv)])
+    return f"evalsuite: interrupted; {kept}: `{command}` resumes"
 
 
 def _internal_error(args, exc: Exception) -> int:

@@ -32,7 +32,7 @@ from evalsuite.reporting.leaderboard import LEADERBOARD_FILE, check_appendable, 
 from evalsuite.reporting.beside_run import written_beside_run
 from evalsuite.reporting.predictions import prediction_key
 from evalsuite.reporting.results import run_record
-from evalsuite.runtime import distributed, progress
+from evalsuite.runtime import distributed, progress, stages
 from evalsuite.runtime.cpus import use_threads
 from evalsuite.storage.fsio import check_out_folder
 from evalsuite.tasks.cards import load_card
@@ -149,6 +149,7 @@ def _score(config, card, reader, backbone, device, dist, recipes, test_sites) ->
                                     {split: info.get("skipped", []) for split, info in (features.slides or {}).items()})
     test_clusters = interval_clusters(reader, "test", len(split_data["test"][1]))
     fits = [(recipe, seed) for seed in config.seeds for recipe in recipes]
+    stages.say(stages.probes_line(fits))
     probe_results = []
     for number, (recipe, seed) in enumerate(fits, 1):  # progress lines say which fit of the run's grid they are
         with progress.labelled(f"{recipe.name} seed {seed}, fit {number}/{len(fits)}{_fold_label(reader)}"):

@@ -50,6 +50,9 @@ def main(args) -> None:
         check_identifier(args.label, "--label", "uni2-h-ft")
     # Flags are checked before the heavy imports.
     config = run_config(args, probes=probes, seeds=_seeds(args), plots=args.plots, label=args.label)
+    from evalsuite.runtime.stages import say
+
+    say(f"run: task {config.task}, model {config.model}: importing torch, building the task and the backbone")
     from evalsuite.reporting.commit import repair_half_commits
     from evalsuite.reporting.summary import summary_lines
     from evalsuite.runner import run

@@ -47,6 +47,7 @@ from evalsuite.features.throughput import (
 )
 from evalsuite.models.transforms import build_transform, describe_transform
 from evalsuite.readers import resolve_data_root
+from evalsuite.runtime import stages
 from evalsuite.runtime.distributed import Dist, shard_bounds
 from evalsuite.runtime.precision import autocast_context, resolve_precision
 from evalsuite.runtime.versions import library_versions
@@ -269,6 +270,7 @@ def prepare_features(config, card, reader, backbone, device, dist=Dist()) -> Pre
     prepared.plan = dist.broadcast(prepared.plan)
     if prepared.plan.decision == "refuse":
         raise BudgetRefused(f"RAM budget: {prepared.plan.reason}")
+    stages.say(stages.features_line(prepared.plan))
     job = ExtractionJob(config, card, backbone, device, dist, prepared.cache, used_precision(config, backbone, device),
                         feature_fn(backbone, card), prepared.chunk_rows)
     extracted, opened, aliases = {}, {}, split_aliases(reader)
