@@ -9,6 +9,7 @@ import re
 from pathlib import Path
 
 from evalsuite.errors import EvalsuiteError
+from evalsuite.runtime.slurm_counts import count_on_this_node
 
 _UNITS = {"": 1, "B": 1, "K": 1024, "M": 1024**2, "G": 1024**3, "T": 1024**4}
 # cgroup v1 reports "no limit" as a page-rounded 2**63 - 1; anything this large means unlimited.
@@ -33,7 +34,9 @@ def slurm_limit_bytes(env: dict) -> tuple[str, int] | None:
         per_node_bytes = parse_size_bytes(env["SLURM_MEM_PER_NODE"], "M")
         return ("SLURM_MEM_PER_NODE", per_node_bytes) if per_node_bytes else None
     if env.get("SLURM_MEM_PER_CPU"):
-        cpus = int(env.get("SLURM_CPUS_ON_NODE") or env.get("SLURM_CPUS_PER_TASK") or 1)
+        # Slurm writes counts compressed (`2(x2)`: 2 on each of 2 nodes): this node's entry (runtime/slurm_counts.py).
+        cpus = (count_on_this_node("SLURM_CPUS_ON_NODE", env) or count_on_this_node("SLURM_CPUS_PER_TASK", env)
+                or 1)
         per_cpu_bytes = parse_size_bytes(env["SLURM_MEM_PER_CPU"], "M")
         return ("SLURM_MEM_PER_CPU", per_cpu_bytes * cpus) if per_cpu_bytes else None
     return None

@@ -535,8 +535,6 @@ def test_a_leaderboard_that_is_a_folder_says_so(capsys, tmp_path, command):
 
 # ---- issue 40: Slurm's compressed counts -------------------------------------------------------------------------
 
-@pytest.mark.xfail(strict=True, reason="evalsuite/features/memory_limits.py still reads SLURM_CPUS_ON_NODE with "
-                                       "int(); its call of runtime/slurm_counts.count_on_this_node is pending")
 def test_slurm_cpus_on_node_in_slurms_repeated_count_form_is_read(tmp_path):
     """`SLURM_CPUS_ON_NODE=2(x2)` (2 CPUs on each of 2 nodes): before, `ValueError: invalid literal for int()`."""
     env = {"SLURM_MEM_PER_CPU": "1000", "SLURM_CPUS_ON_NODE": "2(x2)"}
