@@ -147,8 +147,20 @@ def read_json(path: Path) -> dict:
 
 
 def write_json(path: Path, payload: dict) -> None:
-    from evalsuite.storage.fsio import fs_errors, write_atomically
+    from evalsuite.storage.fsio import write_atomically
 
-    with fs_errors("create", path.parent):
+    try:  # a full disk here (a cell's state, the plan, weights_ids.json) is one line, not an internal error
         path.parent.mkdir(parents=True, exist_ok=True)
-    write_atomically(path, json.dumps(payload, indent=1, sort_keys=True).encode())
+        write_atomically(path, json.dumps(payload, indent=1, sort_keys=True).encode())
+    except OSError as exc:
+        raise out_error("create" if not path.parent.is_dir() else "write", path, exc) from None
+
+
+def out_error(action: str, path: Path, exc: OSError):
+    """`cannot ACTION PATH: why; what to do`, the fix naming the sweep file's `out:` (a sweep has no --out)."""
+    from evalsuite.errors import EvalsuiteError
+    from evalsuite.storage.fsio import fs_error
+
+    message = str(fs_error(action, path, exc))
+    return EvalsuiteError(message.replace("pass an --out folder", "set out: in the sweep file to a folder")
+                          .replace("pass another --out", "set out: in the sweep file to another folder"))

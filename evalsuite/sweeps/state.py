@@ -12,9 +12,7 @@ import socket
 import time
 from pathlib import Path
 
-from evalsuite.errors import EvalsuiteError
-from evalsuite.storage.fsio import fs_error
-from evalsuite.sweeps.cells import read_json, write_json
+from evalsuite.sweeps.cells import out_error, read_json, write_json
 from evalsuite.sweeps.liveness import identity
 
 CELLS_FOLDER = "cells"
@@ -49,13 +47,6 @@ def mark(folder: Path, ref: dict, state: str, element: str = "", **fields) -> No
         write_json(path, record)
     except OSError as exc:  # a full disk is the user's to fix, not a bug: one line naming the file
         raise out_error("write", path, exc) from None
-
-
-def out_error(action: str, path: Path, exc: OSError) -> EvalsuiteError:
-    """`cannot ACTION PATH: why; what to do`, the fix naming the sweep file's `out:` (a sweep has no --out)."""
-    message = str(fs_error(action, path, exc))
-    return EvalsuiteError(message.replace("pass an --out folder", "set out: in the sweep file to a folder")
-                          .replace("pass another --out", "set out: in the sweep file to another folder"))
 
 
 def _slurm_job() -> dict:

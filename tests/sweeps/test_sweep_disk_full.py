@@ -99,3 +99,29 @@ def test_sweep_out_on_a_full_file_system(tmp_path, full_tmpfs):
     path = _sweep_file(tmp_path, out)
     _fill(full_tmpfs)
     _expect_disk_full(run_cli("sweep", "run", path, cwd=tmp_path, timeout=300), state)
+
+
+def test_a_plan_write_hitting_a_full_disk_is_one_line(tmp_path, capsys, monkeypatch):
+    """The Slurm executor's plan (and weights_ids.json) go through the same writer as the cell states: a full disk
+    there was an internal error (OSError) before."""
+    from test_sweep_arrays import _slurm_stand_in, _sweep_file as _slurm_sweep_file
+
+    for name, value in _slurm_stand_in(tmp_path).items():
+        monkeypatch.setenv(name, value)
+    path = _slurm_sweep_file(tmp_path, [{"name": "vit", "model": "test_vit", "random_init": True}], ["demo"])
+    monkeypatch.chdir(tmp_path)
+    real_fsync = os.fsync
+
+    def full(descriptor):
+        if Path(os.readlink(f"/proc/self/fd/{descriptor}")).name.startswith(".plan-"):
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+        return real_fsync(descriptor)
+
+    monkeypatch.setattr(os, "fsync", full)
+    capsys.readouterr()
+    code = cli.main(["sweep", "run", str(path), "--executor", "slurm", "--dry-run"])
+    captured = capsys.readouterr()
+    assert_one_line_error(subprocess.CompletedProcess([], code, captured.out, captured.err), "cannot write ",
+                          "plan-dry-run.json: no space left on the device; free space there or set out: in the sweep "
+                          "file to a folder on a disk with room")
+    assert code == 2 and not _debris(tmp_path / "out")
