@@ -178,9 +178,11 @@ def _fold_label(reader) -> str:
 
 
 def _check_labels_before_extraction(card, reader) -> None:
-    """Tile labels and regression targets are known before extraction: refuse a split that cannot be scored now."""
-    if KINDS[card.kind].target == "class" and not KINDS[card.kind].bags:
-        check_two_classes_per_split({split: reader.dataset(split, None).labels for split in card.splits},
+    """Targets known before extraction (tile labels, slide manifests', regression's): refuse an unscorable split."""
+    kind = KINDS[card.kind]
+    slides = {split: reader.targets(split) for split in card.splits} if kind.bags else None  # reads, checks manifest
+    if kind.target == "class":
+        check_two_classes_per_split(slides or {split: reader.dataset(split, None).labels for split in card.splits},
                                     card.classes)
     if KINDS[card.kind].target == "vector":  # a constant target has no Pearson r
         check_regression_splits({split: reader.dataset(split, None).labels for split in card.splits},

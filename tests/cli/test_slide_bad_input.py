@@ -202,3 +202,63 @@ def test_survival_scores_patients_not_slides(tmp_path):
     assert record["scored"] == {"unit": "patient", "train": 4, "val": 2, "test": 4}
     for probe in record["probes"]:
         assert probe["intervals_95_unit"] == "patient"
+
+
+def _rewrite(path, change) -> None:
+    """Rewrite the manifest at `path`, each row through `change(row)`."""
+    with open(path, newline="") as handle:
+        rows = list(csv.DictReader(handle))
+    for row in rows:
+        change(row)
+    with open(path, "w", newline="") as handle:
+        writer = csv.DictWriter(handle, list(rows[0]))
+        writer.writeheader()
+        writer.writerows(rows)
+
+
+def test_a_survival_test_split_of_one_patient_is_refused_before_extraction(tmp_path):
+    """Issue 40 item 7: a test split of one patient scored c_index nan into the table and the leaderboard, exit 0."""
+    card = _cohort(tmp_path, survival=True, per_split=(2, 1, 1))
+
+    def one_test_patient(row):
+        if row["split"] == "test":
+            row.update(patient="solo", time="10.0", event="1")
+    _rewrite(tmp_path / "slides.csv", one_test_patient)
+    out = tmp_path / "out"
+    _assert_refused(_run(card, out), out, f"slide manifest {tmp_path / 'slides.csv'}: the test split has one "
+                    "patient ('solo', 2 slides)", "Harrell's C compares patients", "two patients or more")
+    assert cache_manifests(out) == {}  # no split was tiled or extracted
+
+
+def test_a_single_patient_survival_cohort_says_so(tmp_path):
+    """Issue 40: a one-patient cohort (patient folds deal it into test) said "train: no slide could be tiled
+    (0 skipped: empty split)", which points at the slides, not at the patients."""
+    card = _cohort(tmp_path, survival=True, per_split=(1, 1, 1))
+    _rewrite(tmp_path / "slides.csv", lambda row: row.update(patient="solo", time="10.0", event="1", split=""))
+    out = tmp_path / "out"
+    _assert_refused(_run(card, out), out, "slides.csv lists 6 slides of one patient ('solo')",
+                    "survival is scored by comparing patients", "add slides of other patients")
+    assert cache_manifests(out) == {}
+
+
+def test_survival_patients_that_form_no_comparable_pair_are_refused(tmp_path):
+    """Two test patients, both with an event at the same time: Harrell's C has no comparable pair (nan)."""
+    card = _cohort(tmp_path, survival=True, per_split=(2, 1, 1))
+    _rewrite(tmp_path / "slides.csv", lambda row: row.update(time="10.0") if row["split"] == "test" else None)
+    out = tmp_path / "out"
+    _assert_refused(_run(card, out), out, "the test split has no comparable pair of its 2 patients",
+                    "an observed event before the other patient's time")
+    assert cache_manifests(out) == {}
+
+
+@pytest.mark.slow
+def test_skip_bad_slides_leaving_one_survival_patient_is_refused_before_extraction(tmp_path):
+    """The same rule on what --skip-bad-slides leaves, checked once tiling has found the bad slides."""
+    card = _cohort(tmp_path, [{"slide_path": "gone.svs", "split": "test", "patient": "lost", "time": "5",
+                               "event": "1"}], survival=True, per_split=(2, 1, 1))
+    _rewrite(tmp_path / "slides.csv", lambda row: row.update(patient="kept", time="10.0", event="1")
+             if row["split"] == "test" and row["patient"] != "lost" else None)
+    out = tmp_path / "out"
+    _assert_refused(_run(card, out, "--skip-bad-slides"), out, "refusing to score the test split: --skip-bad-slides "
+                    "left out 1 slide(s) (gone) and one patient ('kept', 2 slides) is left")
+    assert cache_manifests(out) == {}

@@ -22,6 +22,7 @@ from evalsuite.readers.base import Reader
 from evalsuite.readers.batch_decoding import BatchDecoding
 from evalsuite.readers.slides.patients import check_patient_targets, first_slides, patient_numbers
 from evalsuite.readers.slides.slide_manifest import SlideRecord
+from evalsuite.readers.slides.scorable import check_kept_split, check_manifest_splits
 from evalsuite.readers.slides.tissue import read_tile_at, tile_grid
 from evalsuite.readers.slides.wsi import cached_slide, slide_mpp
 from evalsuite.runtime.progress import Progress
@@ -166,14 +167,25 @@ class SlideReader(Reader):
     def split_records(self, split: str) -> list[SlideRecord]:
         self.check_split(split, self.card.splits)
         if self._records is None:
-            self._records = self.records()
-            if self.per_patient:  # before any extraction: a patient's slides must agree on its target
-                check_patient_targets(self._records, self.manifest_path or self.card.path)
+            self._records = self._checked(self.records())
         return [r for r in self._records if r.split == split]
 
+    def _checked(self, records: list) -> list:
+        """Before any slide is tiled: a patient's slides agree on its target, and every split can be scored."""
+        source = self.manifest_path or self.card.path
+        if self.per_patient:
+            check_patient_targets(records, source)
+        check_manifest_splits(records, self.card.splits, source, self.survival)
+        return records
+
     def tile(self, split: str, skip_bad: bool, num_workers: int) -> SlideLayout:
-        return tile_slides(self.split_records(split), tiling_of(self.card), skip_bad, num_workers,
-                           f"{self.card.name}/{split}")
+        records = self.split_records(split)
+        layout = tile_slides(records, tiling_of(self.card), skip_bad, num_workers, f"{self.card.name}/{split}")
+        if layout.skipped:  # what --skip-bad-slides kept must still be scorable: refuse now, before any forward
+            kept = set(layout.slide_ids)
+            check_kept_split([r for r in records if r.slide_id in kept], split, layout.skipped, self.survival,
+                             self.card.classes)
+        return layout
 
     def dataset(self, split: str, transform):
         raise EvalsuiteError(f"task '{self.card.name}' is slide-level: its tiles come from `tile()`")

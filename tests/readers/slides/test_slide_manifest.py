@@ -3,6 +3,7 @@
 import os
 import re
 
+import numpy as np
 import pytest
 
 from evalsuite.errors import EvalsuiteError
@@ -140,3 +141,17 @@ def test_a_survival_split_without_an_event_is_refused_from_the_manifest(tmp_path
     records = assign_splits(_parse(tmp_path, text, survival=True), 5, 0, 0.2, 0)
     with pytest.raises(EvalsuiteError, match=f"slides.csv: all 2 {split} slides are censored"):
         check_events(records, tmp_path / "slides.csv")
+
+
+def test_a_comparable_pair_exists_exactly_when_the_concordance_index_is_defined():
+    """The manifest check (readers/slides/scorable.py) agrees with Harrell's C itself on small random cohorts, ties
+    and censoring included: refused exactly where the c-index would be nan."""
+    from evalsuite.metrics.survival import concordance_index
+    from evalsuite.readers.slides.scorable import has_comparable_pair
+
+    rng = np.random.default_rng(0)
+    for _ in range(300):
+        patients = int(rng.integers(1, 5))
+        targets = np.stack([rng.integers(0, 3, patients), rng.integers(0, 2, patients)], axis=1).astype(np.float64)
+        defined = not np.isnan(concordance_index(targets[:, 0], targets[:, 1], rng.random(patients)))
+        assert has_comparable_pair(targets) == defined, targets
