@@ -1,5 +1,6 @@
-"""docs/outputs.md's pandas snippet gives the cells of `evalsuite leaderboard` (issue 25 item 9): reruns replaced,
-not averaged in; the probe chosen on val, an exact val tie broken by val NLL."""
+"""docs/outputs.md's Python block gives the cells of `evalsuite leaderboard` (issue 25 item 9, issue 41: the API
+replaced a 13-line pandas recipe): reruns replaced, not averaged in; the probe chosen on val, an exact val tie broken
+by val NLL."""
 
 import math
 import re
@@ -11,14 +12,13 @@ from test_leaderboard_wide import T1, add_run
 from evalsuite.reporting.leaderboard import append_rows, read_rows
 from evalsuite.reporting.wide import build_wide_table
 
-pd = pytest.importorskip("pandas")
 T0, T2 = "2026-01-01T00:00:00+00:00", "2026-03-01T00:00:00+00:00"
 
 
 def _documented_snippet() -> str:
     text = (REPO / "docs" / "outputs.md").read_text()
-    blocks = [b for b in re.findall(r"```python\n(.*?)```", text, flags=re.S) if "read_csv" in b]
-    assert len(blocks) == 1, "docs/outputs.md should hold one pandas block reading leaderboard.csv"
+    blocks = [b for b in re.findall(r"```python\n(.*?)```", text, flags=re.S) if "load_leaderboard" in b]
+    assert len(blocks) == 1, "docs/outputs.md should hold one Python block reading the leaderboard"
     return blocks[0]
 
 
@@ -49,11 +49,12 @@ def out(tmp_path):
     return folder
 
 
-def test_documented_pandas_snippet_gives_the_leaderboard_cells(out, monkeypatch):
+def test_documented_python_block_gives_the_leaderboard_cells(out, monkeypatch):
     monkeypatch.chdir(out.parent)
     namespace = {}
     exec(_documented_snippet(), namespace)  # noqa: S102 - the documentation's own code, run as a reader would
-    table = namespace["table"]
+    table, board = namespace["table"], namespace["board"]
+    assert len(board) == len(read_rows(out / "leaderboard.csv")) and str(board["seed"].dtype) == "int64"
     wide = build_wide_table(read_rows(out / "leaderboard.csv"))
     expected = {(row.model, task): cell.mean for row in wide.rows for task, cell in row.cells.items()}
     got = {(model, task): float(table.loc[model, task]) for model in table.index for task in table.columns
