@@ -18,6 +18,7 @@ from evalsuite.features.extract import Preempted
 from evalsuite.models.reuse import ReusedBuilds
 from evalsuite.reporting.commit import repair_half_commits
 from evalsuite.runner import run
+from evalsuite.sweeps.cell_lines import TimeLeft, headline, plan_line
 from evalsuite.sweeps.cells import done_pairs, leaderboard_rows, missing_runs, sweep_dir, weights_ids
 from evalsuite.sweeps.liveness import CellHeld, hold
 from evalsuite.sweeps.state import lock_path, log_path, mark, out_error
@@ -35,14 +36,18 @@ def run_local(sweep, cells, say=print, reclaim=()) -> dict:
         say(f"sweep {sweep.name}: {len(busy)} cells are queued or running elsewhere (`sweep status`); left to them")
     todo = [(cell, missing_runs(cell, done_pairs(sweep, rows, cell, ids))) for cell in cells if cell.id not in busy]
     outcome = {cell.id: "skipped" for cell, runs in todo if not runs}
+    builds, started, pending = ReusedBuilds(), time.monotonic(), [c for c, r in todo if r]
+    say(plan_line(sweep, cells, busy, set(outcome), pending))
     if outcome:
         say(f"sweep {sweep.name}: {len(outcome)} of {len(cells)} cells already in {sweep.out}/leaderboard.csv, "
             "skipped")
-    builds, started, pending = ReusedBuilds(), time.monotonic(), [c for c, r in todo if r]
+    time_left = TimeLeft()
     for number, cell in enumerate(pending, 1):
         cell_started = time.monotonic()
         outcome[cell.id] = _run_cell(sweep, cell, ids, builds, say)
-        say(_progress_line(sweep, cell, number, len(pending), outcome[cell.id], cell_started, started))
+        time_left.finished(cell, time.monotonic() - cell_started)
+        say(_progress_line(cell, number, len(pending), outcome[cell.id], cell_started, started,
+                           time_left.seconds(pending[number:])))
     return outcome
 
 
@@ -70,7 +75,7 @@ def _run_held_cell(sweep, cell, runs: list, builds, say, locked: bool) -> str:
         for probes, seeds in runs:
             record = run(cell.config(sweep, probes=probes, seeds=seeds), builds)
             say(f"  {cell.model.label} x {cell.task_name}: run {record['run_id']} (seeds "
-                f"{','.join(map(str, seeds))}; {', '.join(probes)})")
+                f"{','.join(map(str, seeds))}; {', '.join(probes)}): {headline(record)}")
     except (Preempted, KeyboardInterrupt):
         mark(folder, cell.ref, "pending", note="stopped by a signal; the same `sweep run` resumes it")
         raise
@@ -96,12 +101,11 @@ def _failed(sweep, cell, message: str, say, exit_code: int = 2) -> str:
     return "failed"
 
 
-def _progress_line(sweep, cell, number: int, total: int, word: str, cell_started: float, started: float) -> str:
-    elapsed_s = time.monotonic() - started
-    remaining_s = elapsed_s / number * (total - number)
+def _progress_line(cell, number: int, total: int, word: str, cell_started: float, started: float,
+                   remaining_s: float) -> str:
     return (f"[{number}/{total}] {cell.model.label} x {cell.task_name}: {word} in "
-            f"{_duration(time.monotonic() - cell_started)}; elapsed {_duration(elapsed_s)}, about "
-            f"{_duration(remaining_s)} left")
+            f"{_duration(time.monotonic() - cell_started)}; elapsed {_duration(time.monotonic() - started)}, about "
+            f"{_duration(remaining_s)} left (each cell estimated from finished cells of its task, else of its kind)")
 
 
 def _duration(seconds: float) -> str:

@@ -278,3 +278,21 @@ def test_cells_of_one_model_build_it_once(folder, fixed, monkeypatch, one_torch_
     rows = leaderboard_rows(folder / "results")
     assert {row["task"] for row in rows if row["seed"] == "3"} == {"demo", "demo_small"}
     assert not _duplicates(rows)
+
+
+# ---- (f) what the sweep says: its plan first, each cell's headline, the time left (issue 41 item 6)
+
+@pytest.mark.slow
+def test_the_plan_comes_before_the_first_cell_and_each_run_line_ends_with_its_score(first, fixed):
+    lines = first["result"].stdout.splitlines()
+    assert lines[0] == ("sweep grid: 2 cells (2 models x 1 tasks, 2 seed(s)): 0 done, 0 queued or running elsewhere, "
+                        "2 to run (classification 2)")
+    runs = [line for line in lines if ": run " in line]
+    assert len(runs) == 2 and all(re.search(r"\): test balanced_accuracy: linear 0\.\d{4}$", line) for line in runs)
+    scores = {line.split(" x ")[0].strip(): float(line.rsplit(" ", 1)[1]) for line in runs}
+    test_rows = [row for row in first["rows"] if row["split"] == "test" and row["metric"] == "balanced_accuracy"]
+    for model, score in scores.items():  # the line's score is the mean over seeds of the leaderboard's test rows
+        values = [float(row["value"]) for row in test_rows if row["model"] == model]
+        assert score == pytest.approx(sum(values) / len(values), abs=5e-5)
+    plan = fixed["result"].stdout.splitlines()[0]
+    assert plan.endswith(": 1 done, 0 queued or running elsewhere, 1 to run (classification 1)")
