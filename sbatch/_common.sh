@@ -14,8 +14,7 @@ EXIT_REFUSE=3       # evalsuite.errors.EXIT_REFUSE: the RAM budget gate said no
 
 log() { printf '[evalsuite-job %s] %s\n' "$(date +%H:%M:%S)" "$*"; }
 summary() { printf 'summary: %s\n' "$*"; }
-die() {  # die EXIT_CODE MESSAGE: the reason, then the summary line, as the log's last lines
-    log "error: $2"
+die() {  # die EXIT_CODE MESSAGE: the summary line, the log's last, says the reason once
     summary "FAILED task=$TASK model=$MODEL exit=$1: $2"
     exit "$1"
 }
@@ -128,9 +127,13 @@ budget_gate() {  # plan the run against the allocation; exit before any extracti
     GATE_LOG=$(mktemp "${TMPDIR:-/tmp}/evalsuite-gate.XXXXXX")
     python -m evalsuite budget "${BASE_ARGS[@]}" > "$GATE_LOG" 2>&1
     rc=$?
-    cat "$GATE_LOG"
-    plan=$(sed -n 's/^decision: \([a-z]*\).*/\1/p' "$GATE_LOG" | head -n1)
     reason=$(sed -n 's/^evalsuite: error: //p' "$GATE_LOG" | head -n1)
+    if [ "$rc" = 0 ] || [ "$rc" = "$EXIT_REFUSE" ]; then
+        cat "$GATE_LOG"
+    else  # the reason goes into the summary line below: once in the log, not three times
+        grep -v '^evalsuite: error: ' "$GATE_LOG" || true
+    fi
+    plan=$(sed -n 's/^decision: \([a-z]*\).*/\1/p' "$GATE_LOG" | head -n1)
     rm -f "$GATE_LOG"
     case "$rc" in
         0)

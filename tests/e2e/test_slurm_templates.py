@@ -133,3 +133,19 @@ def test_slurm_zero_memory_is_the_whole_node_not_a_zero_byte_gate(tmp_path, vari
     gate = next(line for line in result.stdout.splitlines() if "RAM budget gate: python -m evalsuite budget" in line)
     assert "--mem 0M" not in gate and gate.endswith("--mem 1M"), gate
     assert result.returncode == 3, result.stdout + result.stderr
+
+
+def test_a_failed_gate_says_its_reason_once(tmp_path):
+    """Issue 41 item 7: a job given a GPU that torch cannot see printed the reason three times (the budget command's
+    own line, the script's error line, the summary). Now the summary line alone says it."""
+    import torch
+
+    if torch.cuda.is_available():
+        pytest.skip("torch sees a GPU here: CUDA_VISIBLE_DEVICES=0 is not a GPU it cannot use")
+    result = _run_template_without_slurm(tmp_path, MODEL="test_vit", EXTRA_ARGS="--random-init",
+                                         CUDA_VISIBLE_DEVICES="0")
+    assert result.returncode == 2, result.stdout + result.stderr
+    said = [line for line in result.stdout.splitlines() if "says a GPU was allocated" in line]
+    assert len(said) == 1 and said[0].startswith("summary: FAILED task=demo model=test_vit exit=2: the budget "
+                                                 "command failed (exit 2): CUDA_VISIBLE_DEVICES=0 says"), said
+    assert said[0] == result.stdout.strip().splitlines()[-1]
