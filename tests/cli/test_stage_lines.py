@@ -65,3 +65,23 @@ def test_an_interrupted_listing_has_nothing_to_resume(monkeypatch, capsys):
     monkeypatch.setattr(listing, "main", interrupted)
     code = cli.main(["list", "tasks"])
     assert code == 130 and capsys.readouterr().err.strip() == "evalsuite: interrupted"
+
+
+def test_an_interrupted_sweep_prints_the_command_that_resumes_it(tmp_path, monkeypatch, capsys):
+    import yaml
+
+    from evalsuite.sweeps import local
+
+    def interrupted(config, builds=None):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(local, "run", interrupted)
+    sweep = tmp_path / "grid.yaml"
+    model = {"model": "test_vit", "random_init": True, "name": "vit"}
+    sweep.write_text(yaml.safe_dump({"name": "grid", "models": [model], "tasks": ["demo"], "probes": ["knn"],
+                                     "device": "cpu", "num_workers": 0, "out": str(tmp_path / "out")}))
+    assert cli.main(["sweep", "run", str(sweep)]) == 130
+    captured = capsys.readouterr()
+    assert captured.out.splitlines()[0].startswith("sweep grid: 1 cells (1 models x 1 tasks, 1 seed(s)): 0 done")
+    assert captured.err.strip().splitlines()[-1] == (f"evalsuite: interrupted; finished cells are kept: `evalsuite "
+                                                     f"sweep run {sweep}` resumes")
