@@ -1,8 +1,10 @@
 """Shared test helpers: run the CLI as users do and read its outputs; tiny copies of every dataset layout."""
 
 import csv
+import errno
 import hashlib
 import os
+import shutil
 import tempfile
 from pathlib import Path
 
@@ -454,3 +456,53 @@ def marked_bags(slides: int, seed: int, dim: int, shift: float, tiles: tuple):
         per_slide.append(bag)
     counts = [len(bag) for bag in per_slide]
     return SlideBags(np.concatenate(per_slide).astype(np.float16), np.concatenate([[0], np.cumsum(counts)])), labels
+
+
+# ---- small real file systems (disk-fault tests): a tmpfs per test (root only; skipped without), made read-only
+# or filled up to a few free bytes
+
+PAGE = os.sysconf("SC_PAGE_SIZE")
+
+
+@pytest.fixture
+def tmpfs(tmp_path):
+    """mount(size_bytes) -> the mount point of a fresh tmpfs; unmounted when the test ends."""
+    points = []
+
+    def mount(size_bytes: int = 4 * 1024**2) -> Path:
+        point = tmp_path / f"tmpfs{len(points)}"
+        point.mkdir()
+        result = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size_bytes}", "evalsuite-test", str(point)],
+                                capture_output=True, text=True) if shutil.which("mount") else None
+        if result is None or result.returncode != 0:
+            pytest.skip(f"cannot mount a tmpfs here (needs root): {result.stderr.strip() if result else 'no mount'}")
+        points.append(point)
+        return point
+
+    yield mount
+    for point in reversed(points):
+        subprocess.run(["umount", str(point)], check=True)
+
+
+def remount_read_only(point: Path) -> None:
+    subprocess.run(["mount", "-o", "remount,ro", str(point)], check=True)
+
+
+def free_bytes(point: Path) -> int:
+    stats = os.statvfs(point)
+    return stats.f_bavail * stats.f_frsize
+
+
+def fill_leaving(point: Path, free: int) -> None:
+    """Fill the file system with a file, then give `free` bytes back: writes beyond them fail with ENOSPC."""
+    filler = point / "filler"
+    descriptor = os.open(filler, os.O_WRONLY | os.O_CREAT)
+    try:
+        while True:
+            os.write(descriptor, b"\xff" * 65536)
+    except OSError as exc:
+        assert exc.errno == errno.ENOSPC, exc
+    finally:
+        os.close(descriptor)
+    os.truncate(filler, filler.stat().st_size - free)
+    assert free <= free_bytes(point) < free + PAGE

@@ -24,7 +24,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import REPO, assert_one_line_error, cache_manifests, leaderboard_rows, make_crc
+from conftest import (PAGE, REPO, assert_one_line_error, cache_manifests, fill_leaving, leaderboard_rows, make_crc,
+                      remount_read_only)
 from test_bad_input_corpus import report_board, report_cli
 
 from evalsuite import cli, runner
@@ -35,7 +36,6 @@ RUN = ["run", "--task", "crc", "--no-count-check", "--model", "test_vit", "--ran
        "--num-workers", "0", "--probes", "knn"]
 FOREIGN_CSV = b"name,score\nx,1\n"
 NOBODY = 65534
-PAGE = os.sysconf("SC_PAGE_SIZE")
 
 
 @pytest.fixture(scope="module")
@@ -104,52 +104,6 @@ def old_schema_leaderboard(path: Path, min_bytes: int = 0) -> bytes:
         copy += 1
     path.write_bytes(buffer.getvalue().encode())
     return path.read_bytes()
-
-
-# ---- small real file systems ---------------------------------------------------------------------------------
-
-@pytest.fixture
-def tmpfs(tmp_path):
-    """mount(size_bytes) -> the mount point of a fresh tmpfs; unmounted when the test ends."""
-    points = []
-
-    def mount(size_bytes: int = 4 * 1024**2) -> Path:
-        point = tmp_path / f"tmpfs{len(points)}"
-        point.mkdir()
-        result = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size_bytes}", "evalsuite-test", str(point)],
-                                capture_output=True, text=True) if shutil.which("mount") else None
-        if result is None or result.returncode != 0:
-            pytest.skip(f"cannot mount a tmpfs here (needs root): {result.stderr.strip() if result else 'no mount'}")
-        points.append(point)
-        return point
-
-    yield mount
-    for point in reversed(points):
-        subprocess.run(["umount", str(point)], check=True)
-
-
-def remount_read_only(point: Path) -> None:
-    subprocess.run(["mount", "-o", "remount,ro", str(point)], check=True)
-
-
-def free_bytes(point: Path) -> int:
-    stats = os.statvfs(point)
-    return stats.f_bavail * stats.f_frsize
-
-
-def fill_leaving(point: Path, free: int) -> None:
-    """Fill the file system with a file, then give `free` bytes back: writes beyond them fail with ENOSPC."""
-    filler = point / "filler"
-    descriptor = os.open(filler, os.O_WRONLY | os.O_CREAT)
-    try:
-        while True:
-            os.write(descriptor, b"\xff" * 65536)
-    except OSError as exc:
-        assert exc.errno == errno.ENOSPC, exc
-    finally:
-        os.close(descriptor)
-    os.truncate(filler, filler.stat().st_size - free)
-    assert free <= free_bytes(point) < free + PAGE
 
 
 # ---- --out that cannot hold a run ----------------------------------------------------------------------------

@@ -6,13 +6,11 @@ tmpfs (needs root to mount; skipped without)."""
 import errno
 import json
 import os
-import shutil
 import subprocess
 from pathlib import Path
 
-import pytest
 import yaml
-from conftest import assert_one_line_error, run_cli
+from conftest import assert_one_line_error, fill_leaving, run_cli
 
 from evalsuite import cli
 from evalsuite.sweeps.cells import cell_id
@@ -69,35 +67,12 @@ def test_state_write_hitting_a_full_disk_is_one_line_and_keeps_the_earlier_state
     _expect_disk_full(subprocess.CompletedProcess([], code, captured.out, captured.err), state)
 
 
-@pytest.fixture
-def full_tmpfs(tmp_path):
-    """A 1 MiB tmpfs filled up: every write of data on it fails with ENOSPC. Unmounted when the test ends."""
-    point = tmp_path / "tmpfs"
-    point.mkdir()
-    mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1048576", "evalsuite-test", str(point)],
-                             capture_output=True, text=True) if shutil.which("mount") else None
-    if mounted is None or mounted.returncode != 0:
-        pytest.skip(f"cannot mount a tmpfs here (needs root): {mounted.stderr.strip() if mounted else 'no mount'}")
-    yield point
-    subprocess.run(["umount", str(point)], check=True)
-
-
-def _fill(point: Path) -> None:
-    descriptor = os.open(point / "filler", os.O_WRONLY | os.O_CREAT)
-    try:
-        while True:
-            os.write(descriptor, b"\xff" * 65536)
-    except OSError as exc:
-        assert exc.errno == errno.ENOSPC, exc
-    finally:
-        os.close(descriptor)
-
-
-def test_sweep_out_on_a_full_file_system(tmp_path, full_tmpfs):
+def test_sweep_out_on_a_full_file_system(tmp_path, tmpfs):
+    full_tmpfs = tmpfs(1024**2)
     out = full_tmpfs / "out"
     state = _earlier_state(out)
     path = _sweep_file(tmp_path, out)
-    _fill(full_tmpfs)
+    fill_leaving(full_tmpfs, 0)
     _expect_disk_full(run_cli("sweep", "run", path, cwd=tmp_path, timeout=300), state)
 
 
