@@ -52,11 +52,16 @@ def _data_source(data_root: str | None) -> str:
 def models_table() -> str:
     """One row per registry model: what a user needs to pick one and to compare embeddings."""
     from evalsuite.models.registry import MODELS
+    from evalsuite.models.vlm_registry import VLMS
     from evalsuite.reporting.leaderboard import format_table
 
-    header = ["name", "embed dim", "tokens", "patch", "input", "licence"]
-    body = [[spec.name, str(spec.embed_dim), _tokens(spec), f"{spec.patch_size_px} px",
+    header = ["name", "kind", "embed dim", "tokens", "patch", "input", "licence; access"]
+    body = [[spec.name, "image", str(spec.embed_dim), _tokens(spec), f"{spec.patch_size_px} px",
              f"{spec.input_size_px} px", _licence(spec)] for spec in MODELS.values()]
+    # A vision-language model's embedding is its image tower's projection into the joint space; its text side is
+    # what the zeroshot probe needs, so the context length is shown where token facts go.
+    body += [[spec.name, spec.kind, str(spec.embed_dim), f"image embedding; text {spec.context_length_tokens} tokens",
+              "-", f"{spec.pretrained_cfg.input_size_px} px", _licence(spec)] for spec in VLMS.values()]
     return format_table(header, body)
 
 

@@ -34,6 +34,8 @@ from evalsuite.models.pooling import (
     token_grid,
 )
 from evalsuite.models.registry import MODELS, ModelSpec
+from evalsuite.models.vlm import build_vlm
+from evalsuite.models.vlm_registry import VLMS
 
 RANDOM_INIT_SEED = 0
 
@@ -50,6 +52,7 @@ class Backbone:
     num_prefix_tokens: int = 0  # class + register tokens ahead of the patch tokens
     patch_size_px: int | None = None  # None: not a patch-token model (CNN feature maps)
     precision: str | None = None  # compute precision the registry pins for `--precision auto` (None: the device's)
+    text: object = None  # models.vlm.TextTower of a vision-language model (the zeroshot probe's prompts); else None
 
     def pooled_features(self, images):
         """[batch, embed_dim] embedding for classification probes."""
@@ -147,6 +150,9 @@ def _build_backbone(name: str, weights: str | None, random_init: bool) -> Backbo
         spec = MODELS[name]
         model, weights_id = _registry_model(spec, weights, random_init)
         return spec_backbone(spec, model, weights_id, _label(name, weights, random_init))
+    if name in VLMS:
+        return Backbone(name=name, label=_label(name, weights, random_init),
+                        **build_vlm(VLMS[name], weights, random_init, RANDOM_INIT_SEED))
     if name.startswith("hf-hub:"):
         model, weights_id = _from_hub_name(name, weights, random_init)
     else:

@@ -13,6 +13,7 @@ from evalsuite.config import MAX_SEED
 from evalsuite.errors import EvalsuiteError
 from evalsuite.models.pooling import check_token_rule
 from evalsuite.models.registry import MODELS
+from evalsuite.models.vlm_registry import VLMS
 from evalsuite.runtime.precision import PRECISIONS
 from evalsuite.storage.names import check_identifier
 from evalsuite.storage.yaml_files import parse_yaml
@@ -230,7 +231,7 @@ def _run_options(raw: dict, path: Path) -> dict:
 def check_models(sweep: Sweep) -> None:
     """An unknown model name is refused before any cell runs (timm is imported for a name outside the registry)."""
     for entry in sweep.models:
-        if entry.model in MODELS or entry.model.startswith("hf-hub:"):
+        if entry.model in MODELS or entry.model in VLMS or entry.model.startswith("hf-hub:"):
             continue
         import timm
 

@@ -1,0 +1,115 @@
+"""Vision-language backbones: the library's own model (open_clip), split into an image tower for the feature path
+and a text tower + tokenizer for zero-shot classification.
+
+The image tower's embedding is the model's `encode_image` (the projected, unnormalised image embedding in the
+joint space), so the float16 cache, the linear and kNN probes and the zero-shot probe all read the same vector.
+Weights come from a local `--weights` file in the library's published state-dict layout, checked key for key
+(evalsuite.models.checkpoints); `--random-init` builds seeded random weights with the real tokenizer, offline.
+"""
+
+import contextlib
+import logging
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from evalsuite.errors import EvalsuiteError
+from evalsuite.models import checkpoints
+from evalsuite.models.vlm_registry import VLMSpec
+
+TEXT_BATCH_PROMPTS = 256  # prompts per text forward: a card's prompt set is tens to hundreds of prompts
+
+
+class ImageTower(torch.nn.Module):
+    """The model's image encoder as a backbone module: forward gives `encode_image` ([batch, embed_dim])."""
+
+    def __init__(self, clip: torch.nn.Module, embed_dim: int):
+        super().__init__()
+        self.clip = clip
+        self.num_features = embed_dim
+
+    def forward(self, images: torch.Tensor) -> torch.Tensor:
+        return self.clip.encode_image(images)
+
+    def forward_features(self, images: torch.Tensor) -> torch.Tensor:
+        raise EvalsuiteError("vision-language models give one image embedding, no patch tokens; use them on "
+                             "classification cards (not segmentation or dense features)")
+
+
+class TextTower:
+    """The model's text encoder, its tokenizer and its logit scale, for the zero-shot probe."""
+
+    def __init__(self, clip: torch.nn.Module, tokenizer, spec: VLMSpec):
+        self.clip = clip
+        self.tokenizer = tokenizer
+        self.tokenizer_id = spec.tokenizer
+        self.context_length_tokens = spec.context_length_tokens
+        # The stored parameter is the log of the scale (CLIP learns it in log space).
+        self.logit_scale = float(clip.logit_scale.detach().exp())
+
+    @torch.no_grad()
+    def encode(self, texts: list[str], device: torch.device) -> np.ndarray:
+        """Unnormalised text embeddings [prompts, embed_dim] as float32, in float32 (a few hundred prompts)."""
+        self.clip.to(device)
+        out = []
+        for start in range(0, len(texts), TEXT_BATCH_PROMPTS):
+            tokens = self.tokenizer(texts[start:start + TEXT_BATCH_PROMPTS]).to(device)
+            out.append(self.clip.encode_text(tokens).float().cpu().numpy())
+        return np.concatenate(out)
+
+
+def build_vlm(spec: VLMSpec, weights: str | None, random_init: bool, seed: int) -> dict:
+    """Backbone fields (model, embed_dim, data_config, weights_id, text) for `spec`."""
+    if not (weights or random_init):
+        raise EvalsuiteError(f"model '{spec.name}' needs --weights FILE (an {spec.library} state dict: "
+                             f"{spec.checkpoint_layout}; e.g. open_clip_pytorch_model.bin of "
+                             f"{spec.pretrained_cfg.hub_repo}) or --random-init; docs/zeroshot.md says how to get it")
+    clip, tokenizer = create_open_clip(spec, seed)
+    weights_id = load_open_clip_weights(clip, weights) if weights else f"random-init:seed{seed}"
+    clip.eval().requires_grad_(False)
+    cfg = spec.pretrained_cfg
+    data_config = {"input_size": (3, cfg.input_size_px, cfg.input_size_px), "interpolation": cfg.interpolation,
+                   "mean": cfg.mean, "std": cfg.std}
+    return {"model": ImageTower(clip, spec.embed_dim).eval(), "embed_dim": spec.embed_dim,
+            "data_config": data_config, "weights_id": weights_id, "text": TextTower(clip, tokenizer, spec)}
+
+
+def create_open_clip(spec: VLMSpec, seed: int):
+    """(model with seeded random weights, tokenizer), built by open_clip without any download."""
+    open_clip = import_open_clip()
+    # open_clip logs a warning for a model built without pretrained weights: that is what we ask for here.
+    with torch.random.fork_rng(devices=[]), _quiet_root_logger():
+        torch.manual_seed(seed)
+        clip = open_clip.create_model(spec.architecture, pretrained=None, load_weights=False,
+                                      force_quick_gelu=spec.quick_gelu)
+    return clip, open_clip.get_tokenizer(spec.architecture)
+
+
+def load_open_clip_weights(clip: torch.nn.Module, weights: str | Path) -> str:
+    """Fill `clip` from a local open_clip-layout checkpoint, key for key; returns the weights id (content hash)."""
+    files = checkpoints.weights_files(Path(weights))
+    state = checkpoints.read_state_dict(Path(weights))
+    state = checkpoints.matched_state_dict(clip, state, files[0])
+    clip.load_state_dict(state, strict=True)
+    return f"sha256:{checkpoints.weights_sha256(files)}"
+
+
+def import_open_clip():
+    try:
+        import open_clip
+    except ImportError:
+        raise EvalsuiteError("vision-language models need open_clip: pip install 'evalsuite[vlm]' "
+                             "(open-clip-torch)") from None
+    return open_clip
+
+
+@contextlib.contextmanager
+def _quiet_root_logger():
+    root = logging.getLogger()
+    level = root.level
+    root.setLevel(logging.ERROR)
+    try:
+        yield
+    finally:
+        root.setLevel(level)

@@ -1,0 +1,81 @@
+"""Vision-language registry entries (issue 42): built by open_clip with random weights, their state dict written
+in open_clip's published layout and loaded back through our loader; the real tokenizer, offline; the listing."""
+
+import pytest
+import torch
+from conftest import run_cli
+
+from evalsuite.errors import EvalsuiteError
+from evalsuite.models.backbones import build_backbone
+from evalsuite.models.vlm import create_open_clip
+from evalsuite.models.vlm_registry import CLIP_MEAN, CLIP_STD, VLMS
+
+open_clip = pytest.importorskip("open_clip")
+
+# Key names of open_clip's published CLIP checkpoints (open_clip_pytorch_model.bin of the timm/*clip*.openai repos).
+PUBLISHED_KEYS = ["visual.class_embedding", "visual.conv1.weight", "visual.proj", "visual.ln_post.weight",
+                  "visual.transformer.resblocks.11.attn.in_proj_weight", "token_embedding.weight",
+                  "positional_embedding", "transformer.resblocks.0.mlp.c_fc.weight", "ln_final.weight",
+                  "text_projection", "logit_scale"]
+
+
+@pytest.fixture(scope="module")
+def saved_clip(tmp_path_factory):
+    """A CLIP ViT-B/16 with other random weights (seed 7), saved as open_clip saves it, in float16 as published."""
+    reference, _ = create_open_clip(VLMS["clip-vit-b-16"], seed=7)
+    state = {k: v.half() for k, v in reference.state_dict().items()}
+    path = tmp_path_factory.mktemp("clip") / "open_clip_pytorch_model.bin"
+    torch.save(state, path)
+    reference.load_state_dict(state)  # the reference holds the float16-rounded values the file holds
+    return reference.eval(), path
+
+
+@pytest.mark.slow
+def test_clip_round_trip_through_our_loader_gives_the_same_towers(saved_clip):
+    reference, path = saved_clip
+    assert all(key in torch.load(path, weights_only=True) for key in PUBLISHED_KEYS)
+    backbone = build_backbone("clip-vit-b-16", weights=str(path))
+    assert backbone.weights_id.startswith("sha256:") and backbone.label == "clip-vit-b-16+open_clip_pytorch_model"
+    images = torch.rand(2, 3, 224, 224)
+    tokens = open_clip.get_tokenizer("ViT-B-16")(["an image of tumour tissue", "stroma"])
+    with torch.no_grad():
+        torch.testing.assert_close(backbone.pooled_features(images), reference.encode_image(images))
+        torch.testing.assert_close(torch.from_numpy(backbone.text.encode(["an image of tumour tissue", "stroma"],
+                                                                          torch.device("cpu"))),
+                                   reference.encode_text(tokens))
+    assert backbone.text.logit_scale == pytest.approx(float(reference.logit_scale.detach().exp()))
+
+
+def test_random_init_clip_has_clip_preprocessing_and_the_real_tokenizer():
+    backbone = build_backbone("clip-vit-b-16", random_init=True)
+    assert backbone.weights_id == "random-init:seed0" and backbone.label == "clip-vit-b-16+random-init"
+    assert backbone.data_config == {"input_size": (3, 224, 224), "interpolation": "bicubic", "mean": CLIP_MEAN,
+                                    "std": CLIP_STD}
+    assert backbone.embed_dim == 512 and backbone.text.context_length_tokens == 77
+    # CLIP's BPE: start-of-text 49406, then the words' tokens, end-of-text 49407, zero padding to 77.
+    tokens = backbone.text.tokenizer(["a photo of a cat"])[0].tolist()
+    assert tokens[0] == 49406 and tokens[6] == 49407 and len(tokens) == 77 and tokens[7:] == [0] * 70
+    assert backbone.text.logit_scale == pytest.approx(1 / 0.07)  # CLIP's initial temperature
+    with torch.no_grad():
+        assert backbone.pooled_features(torch.rand(1, 3, 224, 224)).shape == (1, 512)
+
+
+def test_a_checkpoint_of_another_architecture_is_one_line_naming_the_file(tmp_path):
+    path = tmp_path / "wrong.bin"
+    torch.save({"visual.proj": torch.zeros(3, 3)}, path)
+    with pytest.raises(EvalsuiteError, match="wrong.bin do not fit CLIP: missing keys"):
+        build_backbone("clip-vit-b-16", weights=str(path))
+
+
+def test_clip_without_weights_says_where_to_get_them():
+    with pytest.raises(EvalsuiteError, match="needs --weights FILE .*open_clip_pytorch_model.bin"):
+        build_backbone("clip-vit-b-16")
+
+
+def test_list_models_shows_vision_language_models_with_kind_licence_and_access():
+    result = run_cli("list", "models")
+    assert result.returncode == 0, result.stderr
+    rows = {line.split()[0]: line for line in result.stdout.splitlines()[2:] if line.strip()}
+    assert "vision-language" in rows["clip-vit-b-16"] and "MIT; open" in rows["clip-vit-b-16"]
+    assert "text 77 tokens" in rows["clip-vit-b-16"] and " 512 " in rows["clip-vit-b-16"]
+    assert " image " in rows["uni"] and "gated" in rows["uni"]
