@@ -11,6 +11,8 @@ from evalsuite.metrics.directions import higher_is_better
 from evalsuite.reporting import svg
 from evalsuite.reporting.report_extras_html import beyond_sections, per_class_plot, reliability_section
 from evalsuite.reporting.report_data import Report
+from evalsuite.reporting.report_words import (NOTES_INTRO, SEEDS, floor_models, loose_floors,
+                                               overall_gap_cell)
 
 CALIBRATION = ("ece", "mce", "brier", "nll")  # the calibration errors a classification run reports
 COST_FIELDS = ("throughput_img_s", "forward_img_s", "gpu_hours_est", "device_name")
@@ -27,7 +29,8 @@ LEGEND = (
     "for the model's MCS p-value). No mark: outside the set. <span class=\"untested\">?</span>: the column could "
     "not be tested (the notes say why). [lo, hi]: the 95 % bootstrap interval of the mean shown (over the same draws "
     "as the marks). #r (lo–hi): the rank (1 = best, equal means share the average rank) and its 95 % bootstrap rank "
-    "interval over the test items. Random-init floor: the mean of a <code>--random-init</code> model on the task.")
+    "interval over the test items. Random-init floor: the row of a <code>--random-init</code> model, the mean to "
+    "beat on each task.")
 STYLE = """
 body{font:14px/1.45 system-ui,-apple-system,"Segoe UI",Roboto,"Helvetica Neue",Arial,sans-serif;color:#1d232a;
 max-width:1200px;margin:0 auto;padding:1.5rem}
@@ -39,16 +42,19 @@ thead th{background:#eef1f4}tbody tr:nth-child(even){background:#f7f8fa}td.cell{
 #overview tbody th{position:sticky;left:0;background:#fff}#overview tbody tr:nth-child(even) th{background:#f7f8fa}
 .scroll{overflow-x:auto}.sub,small,.muted{color:#68707a;font-size:.82em}.muted{font-size:.9em}
 .inset{color:#08784f;font-weight:700}.untested{color:#a05a00;font-weight:700}.missing{color:#aab;text-align:center}
-tr.floor th,tr.floor td{font-style:italic;color:#68707a;border-top:2px solid #c9d0d8}
+tr.floor th,tr.floor td{border-top:2px solid #c9d0d8}
+tr.floor th,tr.floor td,th[data-floor],th[data-floor]~td{font-style:italic;color:#68707a}
 details{margin:.2rem 0}summary{cursor:pointer}
 dl{display:grid;grid-template-columns:max-content 1fr;gap:.1rem 1rem;margin:.4rem 0 .4rem 1rem}
 dt{color:#68707a}dd{margin:0;overflow-wrap:anywhere}
-pre{background:#eef1f4;padding:.5rem;overflow-x:auto}
+pre{background:#eef1f4;padding:.5rem;white-space:pre-wrap;overflow-wrap:anywhere}
+td.gap{color:#68707a;max-width:32rem}
 svg.plot{display:block;max-width:100%;height:auto}svg text{font-size:11px;fill:#333}
 svg .grid{stroke:#e5e8eb}svg .ci{stroke:#6f8fbf;stroke-width:2}svg .dot{fill:#1f4e8c}
 svg .floor{stroke:#c0392b;stroke-dasharray:4 3}svg .front{fill:none;stroke:#08784f;stroke-width:1.5}
 .figures{display:flex;flex-wrap:wrap;gap:.5rem}figure.reliability{margin:0}figcaption{font-size:.8em;color:#68707a}
-svg .bar{fill:#6f8fbf}svg .frame{stroke:#c9d0d8}svg .diagonal{stroke:#c0392b}
+svg .bar{fill:#6f8fbf}svg .count{fill:#aab4bf}svg text.n{font-size:8px}
+svg .frame{stroke:#c9d0d8}svg .diagonal{stroke:#c0392b}
 """
 
 
@@ -99,15 +105,27 @@ def _overview(report: Report) -> str:
     best = {task: _best_rank(report, task) for task in report.tasks}
     header = ["model"] + [f'<a href="#task-{_esc(task)}">{_esc(task)}</a><br><span class="sub">'
                           f"{_esc(report.metrics[task])}</span>" for task in report.tasks]
-    rows = [[f'<th scope="row">{_esc(model)}</th>'] + [_overview_cell(report.cells.get((model, task)), best[task])
-                                                       for task in report.tasks] for model in report.models]
+    floors = floor_models(report)  # the floor is the random-init model's own row, marked: no second copy of it
+    rows = [[_row_header(model, floors.get(model), len(report.tasks))]
+            + [_overview_cell(report.cells.get((model, task)), best[task]) for task in report.tasks]
+            for model in report.models]
     table = _table("overview", header, rows)
-    if report.floors:
-        floors = "".join(f'<td class="floor">{_num(report.floors[task][1]) if task in report.floors else DASH}</td>'
-                         for task in report.tasks)
-        table = table.replace("</tbody>", f'<tr class="floor"><th scope="row">random-init floor</th>{floors}</tr>'
+    loose = loose_floors(report)  # a floor whose model is not a row of the table still needs a row
+    if loose:
+        cells = "".join(f'<td class="floor">{_num(loose[task][1]) if task in loose else DASH}</td>'
+                        for task in report.tasks)
+        table = table.replace("</tbody>", f'<tr class="floor"><th scope="row">random-init floor</th>{cells}</tr>'
                                           "</tbody>")
-    return f'<h2 id="overview-title">Overview</h2>{table}<p class="muted legend">{LEGEND}</p>'
+    return f'<h2 id="overview-title">Overview</h2>{table}<p class="muted legend">{LEGEND}</p>{SEEDS}'
+
+
+def _row_header(model: str, floor_tasks: list | None, tasks: int) -> str:
+    """A model's row header; a random-init model that is its columns' floor says so (on which tasks, if not all)."""
+    if not floor_tasks:
+        return f'<th scope="row">{_esc(model)}</th>'
+    where = "" if len(floor_tasks) == tasks else f" ({', '.join(map(_esc, floor_tasks))})"
+    return (f'<th scope="row" data-floor="1">{_esc(model)}<br><span class="sub">random-init floor'
+            f"{where}</span></th>")
 
 
 def _overview_cell(cell, best_rank: float | None) -> str:
@@ -135,14 +153,19 @@ def _set_mark(cell) -> str:
 
 
 def _overall(report: Report) -> str:
+    gap = not any(interval for _, _, interval in report.overall)  # no interval at all: why, said once
     rows = [[f"<td>{_esc(model)}</td>", f"<td>{_num(rank, 2)}</td>",
-             f"<td>{f'{_num(interval[0], 2)}–{_num(interval[1], 2)}' if interval else DASH}</td>"]
+             f"<td>{_num(interval[0], 2)}–{_num(interval[1], 2)}</td>" if interval else "" if gap
+             else f"<td>{DASH}</td>"]
             for model, rank, interval in report.overall]
+    if gap and rows:
+        rows[0][2] = overall_gap_cell(report, len(rows))  # one cell spanning every row
     ranked = {model for model, _, _ in report.overall}
     left_out = [model for model in report.models if model not in ranked]
     rule = ("The mean over tasks of each model's rank (1 = best), for models with every task; its interval is the "
             "95 % bootstrap interval of that mean rank: every task re-ranked in each draw of its test items, the "
-            "ranks averaged over tasks, when every task has draws (else a note names the task that has none). ")
+            "ranks averaged over tasks, when every task has draws (else the interval column says which task has "
+            "none and why). ")
     rule += (f"Left out (missing a task): {', '.join(map(_esc, left_out))}." if left_out
              else "Every model has every task.")
     return f"<h2>Overall ranking</h2><p>{rule}</p>" + _table("overall", ["model", "mean rank", "interval"], rows)
@@ -254,4 +277,4 @@ def _provenance(report: Report) -> str:
 
 def _notes(report: Report) -> str:
     items = "".join(f"<li>{_esc(note)}</li>" for note in report.notes)
-    return f"<h2>Notes</h2><ul>{items}</ul>" if items else "<h2>Notes</h2><p>None.</p>"
+    return f"<h2>Notes</h2>{NOTES_INTRO}<ul>{items}</ul>" if items else "<h2>Notes</h2><p>None.</p>"

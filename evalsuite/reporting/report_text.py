@@ -1,12 +1,14 @@
 """The report's overview as text: a Markdown table (for a README or an issue) and a LaTeX booktabs table (for a
 paper). Both come from the same `Report` as the HTML page: best per column in bold, `◆` (LaTeX `$^\\diamond$`) on
 each cell in the column's 95 % model confidence set, `?` on a column that could not be tested, the random-init
-floor as the last row, the rules in a footnote."""
+floor marked on the random-init model's own row (a floor row only for a model the table does not show), the rules
+in a footnote; LaTeX keeps each cell's rank and rank interval, as Markdown does."""
 
 import math
 
 from evalsuite.reporting.markdown import escape_markdown
 from evalsuite.reporting.report_data import Report
+from evalsuite.reporting.report_words import floor_models, loose_floors
 
 IN_SET, UNTESTED = "◆", "?"
 RULES = ("bold: the best mean of the column; ◆: in the column's 95 % model confidence set, the models that cannot be "
@@ -48,12 +50,15 @@ def markdown_report(report: Report) -> str:
     header = ["model", *(f"{task} ({report.metrics[task]})" for task in report.tasks)]
     lines = ["| " + " | ".join(map(escape_markdown, header)) + " |", "|" + "---|" * len(header)]
     best = _best_ranks(report)
+    floors = floor_models(report)
     for model in report.models:
         cells = [_markdown_cell(report.cells.get((model, task)), best.get(task)) for task in report.tasks]
-        lines.append("| " + " | ".join([escape_markdown(model), *cells]) + " |")
-    if report.floors:
-        floors = [_value(report.floors[task][1]) if task in report.floors else "–" for task in report.tasks]
-        lines.append("| " + " | ".join(["*random-init floor*", *floors]) + " |")
+        label = escape_markdown(model) + (" *(random-init floor)*" if model in floors else "")
+        lines.append("| " + " | ".join([label, *cells]) + " |")
+    loose = loose_floors(report)  # the floor of a model not shown; a shown one is marked on its own row
+    if loose:
+        values = [_value(loose[task][1]) if task in loose else "–" for task in report.tasks]
+        lines.append("| " + " | ".join(["*random-init floor*", *values]) + " |")
     lines += ["", RULES + "."]
     if report.overall:
         lines += ["", "Overall (mean rank over tasks, 95 % bootstrap interval): " + ", ".join(
@@ -77,7 +82,8 @@ def _latex_cell(cell, best_rank) -> str:
     text = f"\\textbf{{{text}}}" if cell.rank == best_rank else text
     mark = {True: r"$^{\diamond}$", False: ""}.get(cell.best_set, r"$^{?}$" if cell.untested else "")
     interval = f" {{\\scriptsize [{_value(cell.interval[0])}, {_value(cell.interval[1])}]}}" if cell.interval else ""
-    return f"{text}{mark}{interval}"
+    rank = _rank(cell).replace("#", r"\#").replace("-", "--")  # a paper's reader wants the ranks too (issue 41)
+    return f"{text}{mark}{interval} {{\\scriptsize {rank}}}"
 
 
 def latex_report(report: Report) -> str:
@@ -86,13 +92,16 @@ def latex_report(report: Report) -> str:
     header = " & ".join(["Model", *(f"{_latex_escape(task)} ({_latex_escape(report.metrics[task])})"
                                     for task in report.tasks)])
     best = _best_ranks(report)
-    body = [" & ".join([_latex_escape(model), *(_latex_cell(report.cells.get((model, task)), best.get(task))
-                                                for task in report.tasks)]) + r" \\" for model in report.models]
+    floors = floor_models(report)
+    body = [" & ".join([_latex_escape(model) + (r" \textit{(random-init floor)}" if model in floors else ""),
+                        *(_latex_cell(report.cells.get((model, task)), best.get(task)) for task in report.tasks)])
+            + r" \\" for model in report.models]
     lines = [r"\begin{table}[t]", r"\centering", f"\\begin{{tabular}}{{{columns}}}", r"\toprule", header + r" \\",
              r"\midrule", *body]
-    if report.floors:
-        floors = [_value(report.floors[task][1]) if task in report.floors else "--" for task in report.tasks]
-        lines += [r"\midrule", " & ".join([r"\textit{random-init floor}", *floors]) + r" \\"]
+    loose = loose_floors(report)  # the floor of a model not shown; a shown one is marked on its own row
+    if loose:
+        values = [_value(loose[task][1]) if task in loose else "--" for task in report.tasks]
+        lines += [r"\midrule", " & ".join([r"\textit{random-init floor}", *values]) + r" \\"]
     caption = _latex_escape(RULES.replace(IN_SET, "DIAMOND").replace(f"{UNTESTED}:", "UNTESTED:"))
     caption = caption.replace("DIAMOND", r"$\diamond$").replace("UNTESTED:", r"$?$:")
     lines += [r"\bottomrule", r"\end{tabular}", f"\\caption{{{caption}.}}", r"\end{table}"]

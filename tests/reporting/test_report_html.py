@@ -136,10 +136,13 @@ def test_best_is_bold_the_best_set_is_marked_and_an_untested_column_has_its_own_
     assert sum("best" in classes for classes, _ in cells.values()) == 2
 
 
-def test_a_missing_cell_is_a_dash_and_the_floor_row_follows_the_models(page):
-    odd_row = re.search(r'<th scope="row">' + re.escape(html.escape(ODD)) + r"</th>(.*?)</tr>", page).group(1)
+def test_a_missing_cell_is_a_dash_and_the_floor_is_marked_on_its_models_row(page):
+    odd_row = re.search(r'<th scope="row" data-floor="1">' + re.escape(html.escape(ODD)) +
+                        r'<br><span class="sub">random-init floor \(t1\)</span></th>(.*?)</tr>', page).group(1)
     assert odd_row.endswith('<td class="missing">–</td>')
-    floor = re.search(r'<tr class="floor"><th scope="row">random-init floor</th>(.*?)</tr>', page).group(1)
+    assert "random-init floor</th>" not in page  # no second row repeating the floor model's numbers
+    shown_elsewhere = html_report(dataclasses.replace(hand_made(), floors={"t1": ("not a row", 0.5)}))
+    floor = re.search(r'<tr class="floor"><th scope="row">random-init floor</th>(.*?)</tr>', shown_elsewhere).group(1)
     assert floor == '<td class="floor">0.5000</td><td class="floor">–</td>'
     no_floors = html_report(dataclasses.replace(hand_made(), floors={}))
     assert 'class="floor"' not in no_floors.split('id="overall"')[0]

@@ -1,0 +1,68 @@
+"""The report page's words that are not a number: what a seed varies and why a cell can show ± 0, what the notes are,
+why the overall ranking has no interval, and which rows are the random-init floor (issue 41).
+
+What a seed varies is read off the probes (evalsuite/probes/): the seed reaches the probe only. Features are
+extracted once per (backbone, split) and cached, and a `--random-init` backbone draws its weights from one fixed seed
+(models/backbones.py, RANDOM_INIT_SEED), so two seeds of a run score the same features."""
+
+import html
+
+from evalsuite.reporting.report_data import Report
+
+SEEDS = (
+    "<p class=\"muted\" id=\"seeds\"><b>What a seed varies.</b> The probe, never the backbone: the frozen backbone's "
+    "features are extracted once and cached (a <code>--random-init</code> backbone's weights come from one fixed "
+    "seed, whatever the run's seeds), and each seed fits the probe again on the same features. In the linear and "
+    "mean-pool probes the seed sets the heads' initial weights and the order of the mini-batches; in ABMIL the "
+    "initial weights, dropout masks, bag order and tile subsets; in the segmentation heads the initial weights and "
+    "batch order; in the few-shot probe the support sets drawn. kNN (ties broken by summed similarity, not by "
+    "chance), ridge (solved in closed form), the mean-pool Cox model (zero start, whole split per step) and retrieval "
+    "use no randomness. <b>Why a cell can show ± 0.</b> The ± is the spread over seeds of the probe alone. A probe "
+    "without randomness gives the same number for every seed, and a linear probe trained to convergence on features "
+    "that separate the classes well reaches the same test predictions from any start and batch order. ± 0 is not a "
+    "broken seed, nor a claim of certainty: the uncertainty of the test set is the [lo, hi] interval (the test "
+    "items resampled).</p>")
+
+NOTES_INTRO = (
+    "<p class=\"muted\">What the page could not compute, and why: a column marked <span class=\"untested\">?</span> "
+    "(the task and why it could not be tested: no stored test predictions, a damaged predictions file, seeds tested "
+    "on other items, a test split of one cluster, or a metric not scored per item), intervals that treat test items "
+    "as independent (no patient or slide ids known), and a task without the draws the overall ranking's interval "
+    "needs.</p>")
+
+
+def _column_gap(report: Report, task: str) -> str:
+    """Why `task` has no bootstrap draws: the column's untested reason, else the rule that left it out."""
+    cells = [cell for (_, name), cell in report.cells.items() if name == task]
+    reason = next((cell.untested for cell in cells if cell.untested), "")
+    if reason:
+        return reason
+    return "one model: nothing to rank it against" if len(cells) < 2 else "no bootstrap draws"
+
+
+def overall_gap(report: Report) -> str:
+    """Why the overall ranking shows no interval: each task whose column has no rank intervals, and why."""
+    lacking = [task for task in report.tasks if not any(cell.rank_interval for (_, name), cell in report.cells.items()
+                                                        if name == task)]
+    return "; ".join(f"{task}: {_column_gap(report, task)}" for task in lacking) or "no bootstrap draws"
+
+
+def overall_gap_cell(report: Report, rows: int) -> str:
+    """One cell beside every model's mean rank (rowspan): which task lacks an interval and why, said once."""
+    return (f'<td rowspan="{rows}" class="gap">none: the interval needs every task\'s draws, and '
+            f"{html.escape(overall_gap(report))}</td>")
+
+
+def floor_models(report: Report) -> dict:
+    """{model: [tasks]}: the shown models that are their column's random-init floor (their row says so: a separate
+    floor row would repeat it)."""
+    found = {}
+    for task, (model, _) in report.floors.items():
+        if model in report.models:
+            found.setdefault(model, []).append(task)
+    return found
+
+
+def loose_floors(report: Report) -> dict:
+    """{task: (model, mean)}: floors of models the table does not show, which still need a floor row of their own."""
+    return {task: floor for task, floor in report.floors.items() if floor[0] not in report.models}
