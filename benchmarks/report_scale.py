@@ -181,7 +181,9 @@ def build(out: Path, size: dict) -> dict:
                 "cache": {"keys": {split: f"{t:04x}{m:04x}{s:016x}" for s, split in enumerate(SPLITS)}},
                 "probes": probe_results,
                 "throughput": {"throughput_img_s": 2000.0 / (1 + m), "forward_img_s": 2500.0 / (1 + m),
-                               "device_name": "NVIDIA A100-SXM4-80GB", "gpu_hours_est": 0.01 * (1 + m)},
+                               "device_name": "NVIDIA A100-SXM4-80GB", "device_hours_est": 0.01 * (1 + m),
+                               "host_load_1m": 0.5, "host_cpus": 64},
+                "cost": {"gflops_per_image": 1.0 + m, "params": 1_000_000 * (1 + m), "input_size_px": [224, 224]},
             }
             save_predictions(out, run_id, labels["test"], clusters, test_probas,
                              "patient" if clustered else "tile", class_names=class_names)

@@ -6,6 +6,7 @@ import shlex
 from pathlib import Path
 
 from evalsuite.config import DEFAULT_OUT
+from evalsuite.reporting.leaderboard import device_hours
 from evalsuite.reporting.summary import summary_lines
 
 SPLIT_ORDER = ["train", "val", "test"]
@@ -56,6 +57,7 @@ def describe(record: dict, path: Path) -> list[str]:
         lines.append(f"note      {record['intervals_note']}")
     lines.append(f"extracted {json.dumps(record.get('samples_extracted'), sort_keys=True)} samples (0: from the cache)")
     lines.append(_throughput_line(record.get("throughput") or {}))
+    lines.append(_cost_line(_section(record, "cost")))
     lines.append(f"versions  {', '.join(f'{k} {v}' for k, v in sorted(_section(record, 'versions').items()))}")
     lines.append(f"results   {path}")
     return lines
@@ -79,10 +81,20 @@ def _score(value) -> str:
 def _throughput_line(throughput: dict) -> str:
     if throughput.get("throughput_img_s") is None:
         return "speed     not recorded (caches made before evalsuite recorded throughput)"
-    forward = throughput.get("forward_img_s")
+    forward, load = throughput.get("forward_img_s"), throughput.get("host_load_1m")
+    # A rate is what the host allowed at the time: its load says whether other work shared it.
+    under = f" (host load {load:g} on {throughput.get('host_cpus')} CPUs)" if load is not None else ""
     return (f"speed     extraction {throughput['throughput_img_s']:.1f} img/s, forward alone "
-            f"{forward:.1f} img/s on {throughput.get('device_name')}; the task's extraction "
-            f"{throughput['gpu_hours_est']:.4f} device-hours")
+            f"{forward:.1f} img/s on {throughput.get('device_name')}{under}; the task's extraction "
+            f"{device_hours(throughput):.4f} device-hours")
+
+
+def _cost_line(cost: dict) -> str:
+    if cost.get("gflops_per_image") is None:
+        return "cost      not counted (runs made before evalsuite counted FLOPs)"
+    height, width = cost.get("input_size_px") or ("?", "?")
+    return (f"cost      {cost['gflops_per_image']:.4g} GFLOPs per image (backbone forward at {height}x{width} px), "
+            f"{cost.get('params', 0):,} parameters")
 
 
 def _command(argv: list[str]) -> str:

@@ -1,5 +1,7 @@
 """Throughput of feature extraction: images/s of the whole pipeline and of the forward alone, and the hours a task
-costs on the device that measured it.
+costs on the device that measured it (`device_hours_est`, named `gpu_hours_est` before issue 41: a CPU measures it
+too). These are measurements: they move with the device and with whatever else the host runs, so each split records
+the host's load average beside them, and the report compares models on their FLOPs (models/flops.py) instead.
 
 Two clocks, both on rank 0 (other ranks extract their shards at the same time, so rank 0's rate times the world
 size is the job's rate):
@@ -14,6 +16,7 @@ it. Caches made before this file existed have none, and the run records null.
 
 import collections
 import json
+import os
 import platform
 import time
 from pathlib import Path
@@ -83,9 +86,19 @@ def _cpu_model_name() -> str | None:
 
 
 def split_record(images: int, extract_s: float, forward_s: float, device: str, world_size: int) -> dict:
-    """What one split's extraction measured (rank 0's shard)."""
+    """What one split's extraction measured (rank 0's shard), and the host's load as it finished: a rate measured
+    beside other jobs is not the device's rate."""
     return {"images": images, "extract_s": round(extract_s, 4), "forward_s": round(forward_s, 4),
-            "device_name": device, "world_size": world_size}
+            "device_name": device, "world_size": world_size, **host_load()}
+
+
+def host_load() -> dict:
+    """{host_load_1m: the 1-minute load average, host_cpus: logical CPUs}; load None where the OS has none."""
+    try:
+        load_1m = round(os.getloadavg()[0], 2)
+    except (AttributeError, OSError):  # Windows has no load average
+        load_1m = None
+    return {"host_load_1m": load_1m, "host_cpus": os.cpu_count()}
 
 
 def save_split_record(folder: Path, record: dict) -> bool:
@@ -114,8 +127,9 @@ def summarise(per_split: dict, total_images: int) -> dict:
     """The run's throughput block from {split: split record or None}: rates over the splits that have figures,
     and the device-hours an extraction of the task's `total_images` costs at that rate."""
     measured = [r for r in per_split.values() if r and r["images"] > 0 and r["extract_s"] > 0]
-    summary = {"splits": per_split, "throughput_img_s": None, "forward_img_s": None, "gpu_hours_est": None,
-               "device_name": measured[0]["device_name"] if measured else None}
+    summary = {"splits": per_split, "throughput_img_s": None, "forward_img_s": None, "device_hours_est": None,
+               "device_name": measured[0]["device_name"] if measured else None,
+               "host_load_1m": _highest_load(measured), "host_cpus": measured[0].get("host_cpus") if measured else None}
     if not measured:
         return summary
     images = sum(r["images"] for r in measured)
@@ -124,5 +138,12 @@ def summarise(per_split: dict, total_images: int) -> dict:
     forward_s = sum(r["forward_s"] for r in measured)
     summary["throughput_img_s"] = round(extract_img_s, 3)
     summary["forward_img_s"] = round(images / forward_s * world_size, 3) if forward_s > 0 else None
-    summary["gpu_hours_est"] = round(total_images / extract_img_s / SECONDS_PER_HOUR * world_size, 6)
+    summary["device_hours_est"] = round(total_images / extract_img_s / SECONDS_PER_HOUR * world_size, 6)
     return summary
+
+
+def _highest_load(measured: list):
+    """The highest load any split was measured under (a rate is as doubtful as its busiest split); None when no
+    split recorded one (caches made before issue 41)."""
+    loads = [r["host_load_1m"] for r in measured if r.get("host_load_1m") is not None]
+    return max(loads) if loads else None

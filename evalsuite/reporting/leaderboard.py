@@ -18,7 +18,7 @@ from pathlib import Path
 from evalsuite.errors import EvalsuiteError
 from evalsuite.storage.fsio import discard, exclusive_lock, fs_errors, write_atomically
 
-SCHEMA_VERSION = 5
+SCHEMA_VERSION = 6
 LEADERBOARD_FILE = "leaderboard.csv"
 # New columns only ever go at the end: an older file is upgraded by widening its header
 # (old rows keep their `schema` value and get empty cells), so no column is ever lost.
@@ -26,8 +26,11 @@ COLUMNS = [
     "schema", "run_id", "timestamp_utc", "task", "model", "weights_id", "probe", "selected_params",
     "split", "metric", "value", "seed", "n_samples", "headline_metric", "ci_low", "ci_high",
     "precision",  # schema 4: compute precision of the backbone (fp32, bf16, fp16); empty in older rows
-    # schema 5: what extraction cost (evalsuite.features.throughput); empty in older rows and for caches made before
-    "throughput_img_s", "forward_img_s", "device_name", "gpu_hours_est",
+    # schema 5: what extraction cost (evalsuite.features.throughput); empty in older rows and for caches made before.
+    # Schema 5's gpu_hours_est is schema 6's device_hours_est: an older file keeps the old column (empty in new rows).
+    "throughput_img_s", "forward_img_s", "device_name",
+    # schema 6: the backbone's load-independent cost (evalsuite.models.flops) and the load the rates were measured under
+    "device_hours_est", "gflops_per_image", "params", "host_load_1m",
 ]
 # What the summary needs to identify and score a row. Other columns are optional, and columns
 # this version does not know (added by a newer evalsuite) are kept and ignored.
@@ -246,10 +249,24 @@ def _cell(value) -> str:
     return "" if value == "" else f"{value:.6f}"
 
 
+def device_hours(throughput: dict):
+    """The device-hours estimate of a run JSON's throughput block (or a leaderboard row), under its old name
+    (gpu_hours_est) in runs made before issue 41."""
+    value = throughput.get("device_hours_est")
+    return throughput.get("gpu_hours_est") if value in (None, "") else value
+
+
 def _throughput_cells(throughput: dict) -> dict:
-    rates = {name: "" if throughput.get(name) is None else _cell(throughput[name])
-             for name in ("throughput_img_s", "forward_img_s", "gpu_hours_est")}
-    return {**rates, "device_name": throughput.get("device_name") or ""}
+    measured = {**throughput, "device_hours_est": device_hours(throughput)}
+    rates = {name: "" if measured.get(name) is None else _cell(measured[name])
+             for name in ("throughput_img_s", "forward_img_s", "device_hours_est")}
+    load = throughput.get("host_load_1m")
+    return {**rates, "device_name": throughput.get("device_name") or "", "host_load_1m": "" if load is None else load}
+
+
+def _cost_cells(cost: dict) -> dict:
+    """The backbone's FLOPs and parameters (run JSON `cost`); empty for runs made before they were counted."""
+    return {"gflops_per_image": cost.get("gflops_per_image", ""), "params": cost.get("params", "")}
 
 
 def rows_from_record(record: dict, split_sizes: dict) -> list[dict]:
@@ -270,5 +287,6 @@ def rows_from_record(record: dict, split_sizes: dict) -> list[dict]:
                     "headline_metric": record["task"]["selection_metric"],
                     "precision": record["precision"],
                     **_throughput_cells(record.get("throughput") or {}),
+                    **_cost_cells(record.get("cost") or {}),
                 })
     return rows

@@ -9,6 +9,8 @@ The report is a view: it reads, never writes. docs/report.md states every rule u
 - the floor of a column is the mean of a `--random-init` model (its weights id says `random-init`);
 - the overall ranking is the mean over tasks of each model's rank, for models with every task; its interval is the
   95 % bootstrap interval of that mean rank (every task re-ranked in each draw), when every task has draws.
+- a model's cost is its backbone's FLOPs per image (the leaderboard's gflops_per_image, load-independent); the rates
+  a run measured go with the device and host load they were measured under (reporting/report_cost.py).
 """
 
 import math
@@ -22,7 +24,7 @@ from evalsuite.errors import EvalsuiteError
 from evalsuite.metrics.directions import higher_is_better
 from evalsuite.reporting.cell_draws import PredictionsLoader
 from evalsuite.reporting.column_statistics import add_column_statistics
-from evalsuite.reporting.leaderboard import LEADERBOARD_FILE, check_leaderboard_file, read_rows
+from evalsuite.reporting.leaderboard import LEADERBOARD_FILE, check_leaderboard_file, device_hours, read_rows
 from evalsuite.reporting.report_beyond import beyond_rows, reliability_bins
 from evalsuite.reporting.results import RUNS_FOLDER
 from evalsuite.reporting.run_fields import read_run_fields
@@ -47,7 +49,7 @@ class ReportCell:
     best_set: bool | None = None  # in the column's 95 % model confidence set; None: not tested
     best_set_p: float | None = None  # MCS p-value (in the set at level a when >= a)
     untested: str = ""  # why the column could not be tested
-    cost: dict = field(default_factory=dict)  # throughput_img_s, forward_img_s, gpu_hours_est, device_name
+    cost: dict = field(default_factory=dict)  # gflops_per_image, params; and measured: report_cost.MEASURED_FIELDS
     provenance: dict = field(default_factory=dict)
     extra: dict = field(default_factory=dict)  # other test metrics of the chosen probe: calibration and the like
     reliability: dict | None = None  # first seed's reliability-diagram bins (report_beyond.reliability_bins)
@@ -115,10 +117,13 @@ def _number(text) -> float | None:
 
 
 def _cost(seeds: list, metric: str) -> dict:
+    """The first seed's run's cost columns: the backbone's FLOPs and parameters (load-independent) and the rates it
+    measured, with the device and the host load they were measured under; device-hours under its schema 5 name in
+    older rows."""
     first = next((s[metric] for s in seeds if metric in s), {})
-    return {"throughput_img_s": _number(first.get("throughput_img_s")),
-            "forward_img_s": _number(first.get("forward_img_s")),
-            "gpu_hours_est": _number(first.get("gpu_hours_est")), "device_name": first.get("device_name") or ""}
+    numbers = {name: _number(first.get(name)) for name in ("gflops_per_image", "params", "throughput_img_s",
+                                                           "forward_img_s", "host_load_1m")}
+    return {**numbers, "device_hours_est": _number(device_hours(first)), "device_name": first.get("device_name") or ""}
 
 
 def _extra_metrics(seeds: list, headline: str) -> dict:

@@ -7,15 +7,14 @@ All text goes through html.escape, and a missing or non-finite number prints as 
 import html
 from datetime import datetime, timezone
 
-from evalsuite.metrics.directions import higher_is_better
 from evalsuite.reporting import svg
+from evalsuite.reporting.report_cost import cost_section
 from evalsuite.reporting.report_extras_html import beyond_sections, per_class_plot, reliability_section
 from evalsuite.reporting.report_data import Report
 from evalsuite.reporting.report_words import (NOTES_INTRO, SEEDS, floor_models, loose_floors,
                                                overall_gap_cell)
 
 CALIBRATION = ("ece", "mce", "brier", "nll")  # the calibration errors a classification run reports
-COST_FIELDS = ("throughput_img_s", "forward_img_s", "gpu_hours_est", "device_name")
 PROVENANCE = (("evalsuite", "evalsuite version"), ("commit", "commit"), ("torch", "torch"), ("timm", "timm"),
               ("device", "device"), ("precision", "precision"), ("seeds", "seeds"), ("cache_keys", "cache keys"),
               ("card", "card"), ("card_sha256", "card sha256"), ("date", "date (UTC)"), ("runs", "run ids"))
@@ -81,7 +80,7 @@ def _table(table_id: str, header: list, rows: list) -> str:
 
 def html_report(report: Report) -> str:
     sections = [_header(report), _overview(report), _overall(report), _tasks(report), _calibration(report),
-                reliability_section(report), beyond_sections(report), _cost(report), _provenance(report),
+                reliability_section(report), beyond_sections(report), cost_section(report, _table), _provenance(report),
                 _notes(report)]
     return "\n".join(["<!DOCTYPE html>", '<html lang="en">', "<head>", '<meta charset="utf-8">',
                       '<meta name="viewport" content="width=device-width, initial-scale=1">',
@@ -204,49 +203,6 @@ def _calibration(report: Report) -> str:
             + [f"<td>{_num(cell.extra.get(name))}</td>" for name in CALIBRATION] for cell in cells]
     return ("<h2>Calibration</h2><p class=\"muted\">Test calibration of the chosen probe, mean over seeds "
             "(lower is better).</p>" + _table("calibration", ["model", "task", *CALIBRATION], rows))
-
-
-def _cost_text(value) -> str:
-    """Cost numbers at 4 significant digits; a missing one stays blank."""
-    if value is None or value == "":
-        return ""
-    return f"{value:.4g}" if svg.finite(value) else _esc(value) if isinstance(value, str) else DASH
-
-
-def _cost(report: Report) -> str:
-    rows = [[f"<td>{_esc(cell.model)}</td>", f"<td>{_esc(cell.task)}</td>"]
-            + [f"<td>{_cost_text(cell.cost.get(name))}</td>" for name in COST_FIELDS]
-            for cell in _ordered_cells(report)]
-    return ("<h2>Cost</h2><p class=\"muted\">Extraction cost of each cell's run (the first seed's): images per "
-            "second end to end and for the forward pass alone, and the estimated device-hours.</p>"
-            + _table("cost", ["model", "task", *COST_FIELDS], rows) + _cost_scatter(report))
-
-
-def _cost_points(report: Report) -> list:
-    """(model, total gpu_hours_est, mean headline) of the models with every task and a cost for each."""
-    points = []
-    for model in report.models:
-        cells = [report.cells.get((model, task)) for task in report.tasks]
-        if all(c is not None and svg.finite(c.cost.get("gpu_hours_est")) and svg.finite(c.mean) for c in cells):
-            points.append((model, sum(c.cost["gpu_hours_est"] for c in cells), sum(c.mean for c in cells) / len(cells)))
-    return points
-
-
-def _cost_scatter(report: Report) -> str:
-    directions = {higher_is_better(report.metrics[task]) for task in report.tasks}
-    if len(directions) > 1:
-        return ("<p>No accuracy-versus-cost plot: the headline metrics point in different directions (some lower "
-                "is better), so their mean orders nothing.</p>")
-    points = _cost_points(report)
-    if len(points) < 2:
-        return "<p>No accuracy-versus-cost plot: fewer than 2 models have every task and a cost for each.</p>"
-    higher_better = directions.pop()
-    front = svg.pareto_front(points, higher_better)
-    figure = svg.scatter(points, front, "estimated GPU hours, sum over tasks", "mean headline over tasks")
-    better = "higher" if higher_better else "lower"
-    return (f'<h3>Accuracy against cost</h3>{figure}<p id="pareto">Pareto front (no other model is both as cheap or '
-            f"cheaper and as good or better ({better} mean headline), one of them strictly): "
-            f"{', '.join(map(_esc, front))}.</p>")
 
 
 def _provenance_value(value) -> str:

@@ -89,6 +89,7 @@ def run_record(config, card, backbone, probe_results, extracted, timings, device
     scores."""
     import torch  # here, not at the top: `evalsuite show` reads run JSONs without loading torch and timm
 
+    from evalsuite.models.flops import forward_cost
     from evalsuite.models.transforms import describe_transform
 
     now = dt.datetime.now(dt.timezone.utc)
@@ -102,6 +103,8 @@ def run_record(config, card, backbone, probe_results, extracted, timings, device
         "model": {"name": config.label or backbone.label, "architecture_name": backbone.name, "weights_id": backbone.weights_id,
                   "embed_dim": backbone.embed_dim, "pooling": backbone.pooling,
                   "data_config": describe_transform(backbone.data_config)},
+        # What the backbone costs whatever the host's load: the report's cost axis (models/flops.py).
+        "cost": forward_cost(backbone),
         "device": str(device),
         "precision": precision,  # what the forward passes computed in
         "threads": torch.get_num_threads(),

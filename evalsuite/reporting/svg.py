@@ -142,20 +142,23 @@ def uses_log_scale(costs: list) -> bool:
     return min(costs) > 0 and max(costs) / min(costs) > 100
 
 
-def scatter(points: list, front: list, x_title: str, y_title: str, height: int = 400) -> str:
+def scatter(points: list, front: list, x_title: str, y_title: str, height: int = 400, higher_better: bool = True,
+            x_unit: str = "") -> str:
     """Each (name, cost, score) point labelled with its name; the `front` names joined by a step line (cost right,
-    score up: every point right of or below the line is dominated)."""
+    better up: every point right of or below the line is dominated). A lower-is-better score (a mean rank) runs
+    down the axis, its best at the top. `x_unit` follows the cost in a point's tooltip."""
     costs, scores = [p[1] for p in points], [p[2] for p in points]
     log = uses_log_scale(costs)
     x_start, x_stop, x_ticks = log_axis(min(costs), max(costs)) if log else nice_axis(min(costs), max(costs))
     y_start, y_stop, y_ticks = nice_axis(min(scores), max(scores))
     left, top, bottom = 56, TOP + 14, height - BOTTOM - 8  # room above the top point's label
     to_x = _mapper(x_start, x_stop, left + INSET, WIDTH - RIGHT - INSET, log)
-    to_y = _mapper(y_start, y_stop, bottom - INSET, top)
+    low_px, high_px = (bottom - INSET, top) if higher_better else (top, bottom - INSET)
+    to_y = _mapper(y_start, y_stop, low_px, high_px)
     title = f"{y_title} against {x_title}{' (log scale)' if log else ''}"
     parts = [_open(height, title), *_x_ticks(x_ticks, to_x, top, bottom), *_y_ticks(y_ticks, to_y, left, WIDTH - RIGHT)]
     parts.append(_step_line([p for name in front for p in points if p[0] == name], to_x, to_y))
-    parts += [_point(name, cost, score, to_x, to_y) for name, cost, score in points]
+    parts += [_point(name, cost, score, to_x, to_y, x_unit) for name, cost, score in points]
     parts.append(f'<text x="{px((left + WIDTH - RIGHT) / 2)}" y="{px(height - 8)}" text-anchor="middle">'
                  f'{_esc(x_title)}{" (log scale)" if log else ""}</text>'
                  f'<text transform="translate(12 {px((top + bottom) / 2)}) rotate(-90)" text-anchor="middle">'
@@ -163,14 +166,14 @@ def scatter(points: list, front: list, x_title: str, y_title: str, height: int =
     return "".join(parts)
 
 
-def _point(name: str, cost: float, score: float, to_x, to_y) -> str:
+def _point(name: str, cost: float, score: float, to_x, to_y, unit: str) -> str:
     """A dot with its name beside it: right of the dot in the plot's left half, left of it in the right half, so a
     long name stays inside the figure."""
     x, y = to_x(cost), to_y(score)
     side = 'dx="6"' if x < WIDTH / 2 else 'dx="-6" text-anchor="end"'
-    return (f'<circle class="dot" cx="{px(x)}" cy="{px(y)}" r="4"><title>{_esc(name)}: {cost:.4g} h, {score:.4f}'
-            f'</title></circle><text x="{px(x)}" y="{px(y)}" {side} dy="-6">{_esc(_label(name, WIDTH / 2 - 40))}'
-            "</text>")
+    return (f'<circle class="dot" cx="{px(x)}" cy="{px(y)}" r="4"><title>{_esc(name)}: {cost:.4g}{_esc(unit)}, '
+            f'{score:.4g}</title></circle><text x="{px(x)}" y="{px(y)}" {side} dy="-6">'
+            f"{_esc(_label(name, WIDTH / 2 - 40))}</text>")
 
 
 def _step_line(front: list, to_x, to_y) -> str:

@@ -7,12 +7,11 @@ set. reporting/column_statistics.py computes them; docs/significance.md has the 
 
 import csv
 import io
-from collections import defaultdict
 from pathlib import Path
 
 from evalsuite.reporting.leaderboard import format_table
 from evalsuite.reporting.markdown import escape_markdown
-from evalsuite.reporting.wide import Cell, WideTable
+from evalsuite.reporting.wide import Cell, WideTable, tasks_by_metric
 from evalsuite.storage.fsio import fs_errors, write_atomically
 
 WIDE_FILE = "leaderboard_wide.csv"
@@ -23,15 +22,16 @@ IN_SET, UNTESTED = "*", "?"
 
 
 def wide_csv_text(table: WideTable) -> str:
-    header = ["model", "split", "rank_sum", "mean_over_tasks", "n_tasks", "mean_rank_low", "mean_rank_high"]
+    means = mean_columns(table)
+    header = ["model", "split", "rank_sum", "mean_rank", "n_tasks", "mean_rank_low", "mean_rank_high", *means]
     header += [name for task in table.tasks for name in [task] + [f"{task}_{f}" for f in TASK_FIELDS]]
     buffer = io.StringIO()
     writer = csv.writer(buffer, lineterminator="\n")
     writer.writerow(header + ["weights_id"])
     for row in table.rows:
         low, high = row.mean_rank_interval or (None, None)
-        fields = [row.model, table.split, _number(row.rank_sum, "g"), _number(row.mean_over_tasks), len(row.cells),
-                  _number(low, "g"), _number(high, "g")]
+        fields = [row.model, table.split, _number(row.rank_sum, "g"), _number(mean_rank(row, table)), len(row.cells),
+                  _number(low, "g"), _number(high, "g"), *(_number(row.metric_means.get(m)) for m in means.values())]
         for task in table.tasks:
             fields += _cell_fields(row.cells.get(task), table.metrics[task])
         writer.writerow(fields + [";".join(row.weights_ids)])
@@ -47,6 +47,18 @@ def _cell_fields(cell: Cell | None, metric: str) -> list:
     return [_number(cell.mean), _number(cell.std), len(cell.seeds), _number(cell.rank, "g"), cell.probe, metric,
             _number(low, "g"), _number(high, "g"), _number(ci_low), _number(ci_high), in_set,
             _number(cell.best_set_p, ".4g")]
+
+
+def mean_rank(row, table: WideTable) -> float | None:
+    """The model's mean rank over the tasks: the one figure over tasks of different metrics (None: a task missing)."""
+    return None if row.rank_sum is None else row.rank_sum / len(table.tasks)
+
+
+def mean_columns(table: WideTable) -> dict:
+    """{column name: metric} of the means of scores, one per metric shown by two or more tasks, named for the metric
+    and its tasks (`mean_balanced_accuracy_over_3_tasks`): a mean never runs over two metrics."""
+    groups = tasks_by_metric(table.tasks, table.metrics)
+    return {f"mean_{metric}_over_{len(tasks)}_tasks": metric for metric, tasks in groups.items() if len(tasks) > 1}
 
 
 def _number(value: float | None, spec: str = ".6f") -> str:
@@ -85,11 +97,11 @@ def _pipes(text) -> str:
 
 
 def _legend(table: WideTable) -> list[str]:
-    tasks_by_metric = defaultdict(list)
-    for task in table.tasks:
-        tasks_by_metric[table.metrics[task]].append(task)
-    metrics = "; ".join(f"{metric} ({', '.join(tasks)})" for metric, tasks in tasks_by_metric.items())
+    groups = tasks_by_metric(table.tasks, table.metrics)
+    metrics = "; ".join(f"{metric} ({', '.join(tasks)})" for metric, tasks in groups.items())
     legend = [f"{table.split} split, {metrics}",
+              "mean_rank: mean over tasks of the model's rank (1 = best), the figure over every task; a mean_<metric>_"
+              "over_<n>_tasks column averages scores only over the tasks of that metric",
               "cell: mean ± sample std over seeds [95 % interval of the mean] [probe chosen on val, seeds, rank]; "
               "latest run per model/task/probe/seed"]
     cells = [cell for row in table.rows for cell in row.cells.values()]
@@ -102,8 +114,10 @@ def _legend(table: WideTable) -> list[str]:
 
 
 def _display_rows(table: WideTable) -> tuple[list, list]:
-    header = ["model", "rank_sum", "mean_over_tasks"] + table.tasks
-    body = [[row.model, _number(row.rank_sum, "g") or "-", _number(row.mean_over_tasks, ".4f") or "-"]
+    means = mean_columns(table)
+    header = ["model", "rank_sum", "mean_rank", *means] + table.tasks
+    body = [[row.model, _number(row.rank_sum, "g") or "-", _number(mean_rank(row, table), ".2f") or "-",
+             *(_number(row.metric_means.get(metric), ".4f") or "-" for metric in means.values())]
             + [cell_text(row.cells.get(task)) for task in table.tasks] for row in table.rows]
     return header, body
 

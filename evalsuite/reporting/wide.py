@@ -10,10 +10,11 @@ Built from the long CSV's rows (evalsuite.reporting.leaderboard.read_rows) in fo
    the name settles only what NLL cannot (no NLL rows: survival, segmentation). No genuine val (HEST's val is
    train): the card's recipe or an error (reporting/no_val.py). The chosen probe's seeds on the requested
    split are summarised as mean and sample std;
-4. rank models per task (1 = best, ties share the average rank) and sum the ranks.
-`--metric throughput_img_s` (or forward_img_s) shows what extraction cost instead of a score: the probe is
-chosen on the task's headline metric as usual and the cell is the mean, over the chosen runs, of the
-leaderboard column of that name (schema 5; higher is better).
+4. rank models per task (1 = best, ties share the average rank) and sum the ranks: the mean rank is the figure over
+   all tasks; scores are averaged only over tasks of one metric (`metric_means`: no mean of accuracy and Pearson r).
+`--metric throughput_img_s` (or forward_img_s) shows what extraction cost instead of a score: the probe is chosen
+on the task's headline metric and the cell is the mean, over the chosen runs, of the leaderboard column of that
+name (schema 5; higher is better).
 Rank intervals (evalsuite.reporting.rank_view) are added afterwards from the runs' stored test predictions.
 """
 
@@ -56,7 +57,7 @@ class Cell:
 class ModelRow:
     model: str
     cells: dict  # task -> Cell
-    mean_over_tasks: float | None = None  # only when the model has every task (else not comparable)
+    metric_means: dict = field(default_factory=dict)  # metric -> mean over the tasks showing it (all tasks present)
     rank_sum: float | None = None
     mean_rank_interval: tuple | None = None  # 95 % bootstrap interval of rank_sum / tasks (column_statistics.py)
     weights_ids: tuple = ()  # more than one: the model's cells come from different weights
@@ -240,12 +241,13 @@ def _ranked_rows(cells: dict, tasks: list, metrics: dict) -> list[ModelRow]:
         by_model[model][task] = cell
     for task in tasks:
         _rank_task(by_model, task, higher_is_better(metrics[task]))
-    rows = [_model_row(model, task_cells, tasks) for model, task_cells in by_model.items()]
-    # Equal rank sums go to the better mean over tasks, which has a direction only when every task's metric agrees.
-    directions = {higher_is_better(metrics[task]) for task in tasks}
-    sign = (-1 if directions.pop() else 1) if len(directions) == 1 else 0
+    rows = [_model_row(model, task_cells, tasks, metrics) for model, task_cells in by_model.items()]
+    # Equal rank sums go to the better mean score, which exists only when every task shows the same metric.
+    shown = set(metrics[task] for task in tasks)
+    only = shown.pop() if len(shown) == 1 else None
+    sign = (-1 if higher_is_better(only) else 1) if only else 0
     complete = sorted((r for r in rows if r.rank_sum is not None),
-                      key=lambda r: (r.rank_sum, sign * r.mean_over_tasks, r.model))
+                      key=lambda r: (r.rank_sum, sign * r.metric_means.get(only, 0.0), r.model))
     return complete + sorted((r for r in rows if r.rank_sum is None), key=lambda r: r.model)
 
 
@@ -269,12 +271,18 @@ def _rank_key(mean: float, higher_better: bool = True) -> float:
     return math.inf if math.isnan(mean) else -rounded if higher_better else rounded
 
 
-def _model_row(model: str, task_cells: dict, tasks: list) -> ModelRow:
+def _model_row(model: str, task_cells: dict, tasks: list, metrics: dict) -> ModelRow:
     row = ModelRow(model=model, cells=task_cells)
-    if len(task_cells) == len(tasks):
-        row.mean_over_tasks = statistics.fmean(task_cells[t].mean for t in tasks)
+    if len(task_cells) == len(tasks):  # a model missing a task has no figure over tasks (not comparable)
+        row.metric_means = {metric: statistics.fmean(task_cells[t].mean for t in names)
+                            for metric, names in tasks_by_metric(tasks, metrics).items()}
         row.rank_sum = sum(task_cells[t].rank for t in tasks)
     return row
+
+
+def tasks_by_metric(tasks: list, metrics: dict) -> dict:
+    """metric -> the tasks (in `tasks` order) whose cells show it: the groups a mean of scores may run over."""
+    return {metric: [task for task in tasks if metrics[task] == metric] for metric in map(metrics.get, tasks)}
 
 
 def _weights_by_model(rows: list[dict]) -> dict:

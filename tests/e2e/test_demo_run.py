@@ -113,7 +113,9 @@ def test_throughput_is_recorded_in_the_run_json_and_every_leaderboard_row(demo_o
     out, runs = demo_out
     measured = runs["pretrained"]["throughput"]
     assert measured["throughput_img_s"] > 0 and measured["forward_img_s"] >= measured["throughput_img_s"]
-    assert measured["device_name"] and measured["gpu_hours_est"] > 0
+    assert measured["device_name"] and measured["device_hours_est"] > 0 and measured["host_load_1m"] >= 0
+    # Issue 41: one architecture, one cost, whatever the weights (and the rates the host allowed each run).
+    assert runs["random"]["cost"] == runs["pretrained"]["cost"] and runs["pretrained"]["cost"]["gflops_per_image"] > 0
     assert {split: r["images"] for split, r in measured["splits"].items()} == \
         {split: n for split, n in zip(("train", "val", "test"), (333, 106, 112))}
     # The cached rerun forwarded nothing: it reports what the extraction of its caches measured.

@@ -67,7 +67,7 @@ def test_summary_rates_and_device_hours():
     assert summary["throughput_img_s"] == pytest.approx(400 / 15, abs=1e-3)
     assert summary["forward_img_s"] == pytest.approx(400 / 8, abs=1e-3)
     # 600 images at 26.67 img/s on one device: 22.5 s.
-    assert summary["gpu_hours_est"] == pytest.approx(22.5 / 3600, abs=1e-6)
+    assert summary["device_hours_est"] == pytest.approx(22.5 / 3600, abs=1e-6)
     assert summary["device_name"] == "cpu X"
 
 
@@ -75,12 +75,13 @@ def test_summary_of_two_ranks_counts_both_devices():
     # Rank 0 forwarded half of 400 images in 10 s; its peer did the other half at the same time.
     summary = summarise({"train": split_record(200, 10.0, 8.0, "gpu", 2)}, total_images=400)
     assert summary["throughput_img_s"] == pytest.approx(40.0)
-    assert summary["gpu_hours_est"] == pytest.approx(400 / 40 / 3600 * 2, abs=1e-6)
+    assert summary["device_hours_est"] == pytest.approx(400 / 40 / 3600 * 2, abs=1e-6)
 
 
 def test_summary_without_figures_is_all_null():
     summary = summarise({"train": None, "val": None, "test": None}, total_images=10)
-    assert summary["throughput_img_s"] is None and summary["gpu_hours_est"] is None and summary["device_name"] is None
+    assert summary["throughput_img_s"] is None and summary["device_hours_est"] is None
+    assert summary["device_name"] is None and summary["host_load_1m"] is None
 
 
 def test_stored_record_round_trips_and_a_damaged_one_is_ignored(tmp_path):
@@ -94,3 +95,13 @@ def test_stored_record_round_trips_and_a_damaged_one_is_ignored(tmp_path):
 
 def test_a_refused_write_of_the_figures_does_not_fail(tmp_path):
     assert save_split_record(tmp_path / "no such folder", split_record(1, 1.0, 1.0, "cpu", 1)) is False
+
+
+def test_rates_record_the_host_load_they_were_measured_under(monkeypatch):
+    """Issue 41: a rate measured on a busy host is not the device's rate; the busiest split's load goes with it."""
+    loads = iter([(3.5, 2.0, 1.0), (0.25, 0.2, 0.1)])
+    monkeypatch.setattr(throughput.os, "getloadavg", lambda: next(loads))
+    per_split = {"train": split_record(300, 10.0, 6.0, "cpu X", 1), "val": split_record(100, 5.0, 2.0, "cpu X", 1)}
+    assert per_split["train"]["host_load_1m"] == 3.5 and per_split["train"]["host_cpus"] >= 1
+    summary = summarise(per_split, total_images=600)
+    assert summary["host_load_1m"] == 3.5 and "gpu_hours_est" not in summary

@@ -34,7 +34,7 @@ def board(tmp_path):
       t1  A 0.80 0.82 0.84 -> 0.82 +- 0.02      B 0.70 0.70 0.76 -> 0.72 +- sqrt(0.0012)   C 0.90 -> 0.90 (one seed)
       t2  A 0.60 0.60 0.60 -> 0.60 +- 0         B 0.65 0.55      -> 0.60 +- sqrt(0.005)    C 0.50
     ranks t1: C 1, A 2, B 3; t2: A and B tie at 1.5, C 3 -> rank sums A 3.5, C 4, B 4.5
-    means over tasks: A 0.71, C 0.70, B 0.66
+    no mean over tasks: t1's balanced accuracy and t2's accuracy are different metrics (issue 41)
     """
     path = tmp_path / "leaderboard.csv"
     for seed, value in enumerate([0.80, 0.82, 0.84]):
@@ -58,16 +58,17 @@ def test_means_stds_ranks_and_rank_sums_match_the_hand_computed_ones(board):
     assert table.tasks == ["t1", "t2"] and table.metrics == {"t1": "balanced_accuracy", "t2": "accuracy"}
     assert [r.model for r in table.rows] == ["A", "C", "B"]
     rows = {r.model: r for r in table.rows}
-    expected = {  # model: (t1 mean, t1 std, t1 rank, t2 mean, t2 std, t2 rank, rank sum, mean over tasks)
-        "A": (0.82, 0.02, 2, 0.60, 0.0, 1.5, 3.5, 0.71),
-        "B": (0.72, math.sqrt(0.0012), 3, 0.60, math.sqrt(0.005), 1.5, 4.5, 0.66),
-        "C": (0.90, None, 1, 0.50, None, 3, 4.0, 0.70),
+    expected = {  # model: (t1 mean, t1 std, t1 rank, t2 mean, t2 std, t2 rank, rank sum)
+        "A": (0.82, 0.02, 2, 0.60, 0.0, 1.5, 3.5),
+        "B": (0.72, math.sqrt(0.0012), 3, 0.60, math.sqrt(0.005), 1.5, 4.5),
+        "C": (0.90, None, 1, 0.50, None, 3, 4.0),
     }
-    for model, (m1, s1, r1, m2, s2, r2, rank_sum, mean) in expected.items():
+    for model, (m1, s1, r1, m2, s2, r2, rank_sum) in expected.items():
         t1, t2 = rows[model].cells["t1"], rows[model].cells["t2"]
         assert (t1.mean, t1.rank, t2.mean, t2.rank) == pytest.approx((m1, r1, m2, r2), abs=1e-9), model
         assert _approx_or_none(t1.std, s1) and _approx_or_none(t2.std, s2), model
-        assert rows[model].rank_sum == rank_sum and rows[model].mean_over_tasks == pytest.approx(mean)
+        assert rows[model].rank_sum == rank_sum
+        assert rows[model].metric_means == pytest.approx({"balanced_accuracy": m1, "accuracy": m2})  # one task each
     assert rows["B"].cells["t2"].seeds == (0, 1) and rows["A"].cells["t1"].probe == "linear"
 
 
@@ -150,7 +151,7 @@ def test_a_model_missing_a_task_gets_no_rank_sum_and_goes_last(board):
     table = _table(board)
     assert [r.model for r in table.rows] == ["A", "C", "B", "D"]
     d = table.rows[-1]
-    assert d.rank_sum is None and d.mean_over_tasks is None and d.cells["t1"].rank == 1
+    assert d.rank_sum is None and d.metric_means == {} and d.cells["t1"].rank == 1
     assert _table(board, filters=Filters(models=("A", "D"))).rows[0].model == "A"
 
 
@@ -173,9 +174,9 @@ def test_the_cli_writes_the_wide_csv_and_prints_csv_and_markdown(board):
     assert list(written["t2_metric"]) == ["accuracy"] * 3 and list(written["t1_probe"]) == ["linear"] * 3
 
     markdown = run_cli("leaderboard", "--out", out, "--format", "markdown", "--model", "A,B").stdout
-    assert "| model | rank_sum | mean_over_tasks | t1 | t2 |" in markdown
+    assert "| model | rank_sum | mean_rank | t1 | t2 |" in markdown
     # These runs stored no test predictions: no interval of a 3-seed mean, and "?" (not tested), never "outside".
-    assert "| A | 2.5 | 0.7100 | 0.8200 ± 0.0200 [linear, 3, #1]? | 0.6000 ± 0.0000 [linear, 3, #1.5]? |" in markdown
+    assert "| A | 2.5 | 1.25 | 0.8200 ± 0.0200 [linear, 3, #1]? | 0.6000 ± 0.0000 [linear, 3, #1.5]? |" in markdown
 
 
 def test_the_default_table_shows_spread_probe_and_legend(board):
@@ -183,7 +184,7 @@ def test_the_default_table_shows_spread_probe_and_legend(board):
     assert result.returncode == 0, result.stderr
     assert "test split, balanced_accuracy (t1); accuracy (t2)" in result.stdout
     line = next(line for line in result.stdout.splitlines() if line.startswith("C "))
-    assert line.split()[:4] == ["C", "4", "0.7000", "0.9000"] and "[linear, 1, #1]" in line
+    assert line.split()[:4] == ["C", "4", "2.00", "0.9000"] and "[linear, 1, #1]" in line
 
 
 @pytest.mark.parametrize("args, fragments", [

@@ -23,18 +23,19 @@ PROVENANCE = {"evalsuite": "0.1.0", "commit": "abc123", "torch": "2.5.0", "timm"
               "runs": ["run-a"], "command": "evalsuite run --task t1 --model A --seeds 0,1,2 --out out"}
 
 
-def cell(model, task, mean, rank, hours=None, **fields) -> ReportCell:
-    cost = {"throughput_img_s": 100.0, "forward_img_s": 250.0, "gpu_hours_est": hours, "device_name": "GPU X"}
+def cell(model, task, mean, rank, gflops=None, **fields) -> ReportCell:
+    cost = {"gflops_per_image": gflops, "params": gflops and gflops * 2e6, "throughput_img_s": 100.0,
+            "forward_img_s": 250.0, "device_hours_est": 0.5, "device_name": "GPU X", "host_load_1m": 1.5}
     values = dict(metric="balanced_accuracy" if task == "t1" else "accuracy", std=0.01, seeds=(0, 1, 2),
-                  probe="linear", rank_interval=None, interval=None, cost=cost if hours else {},
-                  extra={"ece": 0.05, "brier": 0.2, "f1_macro": mean - 0.01})
+                  probe="linear", rank_interval=None, interval=None,
+                  extra={"ece": 0.05, "brier": 0.2, "f1_macro": mean - 0.01}, cost=cost if gflops else {})
     return ReportCell(model=model, task=task, mean=mean, rank=rank, **{**values, **fields})
 
 
 def hand_made() -> Report:
     """t1: A 0.90 best, B 0.88 in the best set (MCS p 0.4), C 0.70 outside it (p 0.01), ODD 0.50 (the random-init
-    floor). t2 untested (best_set None, a reason), no intervals, ODD missing. GPU hours over both tasks: A 2.0, B 1.0, C 1.6 and mean
-    scores A 0.85, B 0.815, C 0.71: B is cheaper and better than C, so the front is B then A."""
+    floor). t2 untested (best_set None, a reason), no intervals, ODD missing. GFLOPs per image: A 1.0, B 0.5, C 0.8 and
+    mean ranks A 1, B 2, C 3: B is cheaper and better than C, so the front is B then A."""
     t1 = [cell("A", "t1", 0.90, 1.0, 1.0, rank_interval=(1.0, 2.0), interval=(0.85, 0.95), best_set=True,
                best_set_p=1.0, provenance=PROVENANCE),
           cell("B", "t1", 0.88, 2.0, 0.5, rank_interval=(1.0, 2.0), interval=(0.83, 0.93), best_set=True,
@@ -158,9 +159,11 @@ def test_calibration_cost_and_provenance_tables(page):
     calibration = page.split('id="calibration"')[1].split("</table>")[0]
     assert calibration.count("<tr>") == 1 + 7 and "0.0500" in calibration and "0.2000" in calibration
     cost = page.split('id="cost"')[1].split("</table>")[0]
-    odd_cost = re.search(re.escape(html.escape(ODD)) + r"</td><td>t1</td>(.*?)</tr>", cost).group(1)
-    assert odd_cost == "<td></td>" * 4  # no cost: blank
-    assert "<td>100</td><td>250</td><td>1</td><td>GPU X</td>" in cost
+    assert re.search(re.escape(html.escape(ODD)) + r"</td>(.*?)</tr>", cost).group(1) == "<td>–</td>" * 2  # none
+    assert "<td>A</td><td>1</td><td>2.000</td>" in cost and "<td>B</td><td>0.5</td><td>1.000</td>" in cost
+    measured = page.split('id="measured"')[1].split("</table>")[0]
+    assert re.search(re.escape(html.escape(ODD)) + r"</td><td>t1</td>(.*?)</tr>", measured).group(1) == "<td>–</td>" * 5
+    assert "<td>100</td><td>250</td><td>0.5</td><td>GPU X</td><td>1.5</td>" in measured
     assert "<dt>card sha256</dt><dd>" + "f" * 64 in page and "<dt>cache keys</dt><dd>train: k1, test: k2</dd>" in page
     assert "<pre><code>evalsuite run --task t1 --model A --seeds 0,1,2 --out out</code></pre>" in page
     assert page.count("<details>") == 7
@@ -179,7 +182,7 @@ def test_fewer_than_two_costed_models_give_a_sentence_not_a_plot():
     report = hand_made()
     report.cells = {key: dataclasses.replace(c, cost={}) if c.model != "A" else c for key, c in report.cells.items()}
     page = html_report(report)
-    assert "fewer than 2 models have every task and a cost" in page and "<polyline" not in page
+    assert "fewer than 2 models have every task and a FLOP count" in page and "<polyline" not in page
 
 
 def test_a_model_name_with_markup_is_escaped_everywhere(page):
