@@ -164,8 +164,8 @@ def _score(config, card, reader, backbone, device, dist, recipes, test_sites) ->
 
 def _fold_throughput(per_fold: list) -> dict:
     """The last fold's rates; device-hours of every fold's extraction (each fold embeds its own train and test)."""
-    hours = [t.get("gpu_hours_est") for t in per_fold]
-    return {**per_fold[-1], "gpu_hours_est": sum(hours) if all(h is not None for h in hours) else None}
+    hours = [t.get("device_hours_est") for t in per_fold]
+    return {**per_fold[-1], "device_hours_est": sum(hours) if all(h is not None for h in hours) else None}
 
 
 def _use_fold(reader, fold: int | None) -> None:
