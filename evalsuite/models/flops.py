@@ -26,7 +26,7 @@ def forward_cost(backbone) -> dict:
     flops, counted_on = _meta_flops(backbone, height, width), "meta"
     if flops is None:
         flops, counted_on = _real_flops(backbone, height, width), "device"
-    return {"gflops_per_image": round(flops / FLOPS_PER_GFLOP, 6), "params": parameter_count(backbone.model),
+    return {"gflops_per_image": float(f"{flops / FLOPS_PER_GFLOP:.6g}"), "params": parameter_count(backbone.model),
             "input_size_px": [int(height), int(width)], "counted_on": counted_on}
 
 
