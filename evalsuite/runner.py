@@ -18,6 +18,7 @@ from evalsuite.metrics.group_robustness import DEFAULT_K as GROUP_K
 from evalsuite.metrics.group_robustness import METRIC as GROUP_METRIC
 from evalsuite.metrics.group_robustness import group_robustness, usable_k
 from evalsuite.metrics.seed_mean import TEST_DRAWS, seed_mean_intervals
+from evalsuite.metrics.regression import ITEM_PREDICTIONS
 from evalsuite.metrics.segmentation import IMAGE_CONFUSIONS
 from evalsuite.models.backbones import build_backbone
 from evalsuite.probes import PROBES
@@ -30,7 +31,6 @@ from evalsuite.reporting.commit import commit_run
 from evalsuite.reporting.folds import fold_split, merge_folds, merged_sizes
 from evalsuite.reporting.leaderboard import LEADERBOARD_FILE, check_appendable, rows_from_record
 from evalsuite.reporting.beside_run import written_beside_run
-from evalsuite.reporting.predictions import prediction_key
 from evalsuite.reporting.results import run_record
 from evalsuite.runtime import distributed, progress, stages
 from evalsuite.runtime.cpus import use_threads
@@ -113,13 +113,8 @@ def _run(config: RunConfig, dist, device, builds=None) -> dict | None:
     record["scored"] = {"unit": reader.scored_unit, **split_sizes}
     aliases = split_aliases(reader)  # HEST's val is train: no rows, or tables would choose probes on train scores
     rows = [r for r in rows_from_record(record, split_sizes) if r["split"].split("_fold")[0] not in aliases]
-    test_probas = {prediction_key(r["probe"], r["seed"]): r.pop("test_proba") for r in probe_results
-                   if "test_proba" in r}
-    test_confusions = {prediction_key(r["probe"], r["seed"]): r.pop("test_confusions") for r in probe_results
-                       if "test_confusions" in r}
     # The predictions and plots the run JSON names are written first and removed again if the append fails.
-    with written_beside_run(config, record, last.test_labels, last.test_clusters, test_probas,
-                             test_confusions) as written:
+    with written_beside_run(config, record, last.test_labels, last.test_clusters, probe_results) as written:
         record["results_path"] = str(append_run(config.out_dir, record, rows))
         written.keep = True
     return record
@@ -266,20 +261,22 @@ def _run_probe(recipe, card, split_data, device, seed: int, test_clusters=("tile
     # the items, not only the metric.
     test_proba = {"test_proba": np.asarray(probe.predict_proba(split_data["test"][0]), dtype=np.float32)} \
         if kind.target == "class" and hasattr(probe, "predict_proba") else {}
-    intervals, unit, confusions, draws = {}, {}, {}, {}
+    intervals, unit, per_item, draws = {}, {}, {}, {}
     if kind.intervals:
         # Every seed on the same draws: the mean over seeds then has draws of its own (metrics/seed_mean.py).
         scored = kind.score(card, probe, *split_data["test"], with_intervals=True, groups=test_clusters[1],
                             seed=DRAW_SEED)
         draws = {TEST_DRAWS: {k[:-len(DRAWS_SUFFIX)]: scored.pop(k) for k in list(scored) if k.endswith(DRAWS_SUFFIX)}}
         if IMAGE_CONFUSIONS in scored:  # segmentation: per-image pixel counts, what a paired comparison resamples
-            confusions = {"test_confusions": scored.pop(IMAGE_CONFUSIONS)}
+            per_item = {"test_confusions": scored.pop(IMAGE_CONFUSIONS)}
+        if ITEM_PREDICTIONS in scored:  # regression: each test item's predicted targets, resampled the same way
+            per_item = {"test_predictions": scored.pop(ITEM_PREDICTIONS)}
         intervals = {"test": {k[:-3]: list(v) for k, v in scored.items() if k.endswith("_ci")}}
         unit = {"intervals_95_unit": test_clusters[0]}  # what the bootstrap resampled: patient, slide, image, tile
         metrics["test"] = {k: v for k, v in scored.items() if not k.endswith("_ci")}
     return {**_recipe_fields(recipe), "seed": seed, "selected_params": probe.selected_params_,
             "metrics": metrics, "intervals_95": intervals, **unit, "fit_s": time.perf_counter() - started, **test_proba,
-            **confusions, **draws}
+            **per_item, **draws}
 
 
 class _TestPredictions:

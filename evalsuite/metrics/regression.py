@@ -36,6 +36,8 @@ from evalsuite.metrics.bootstrap import (BOOTSTRAP_DRAWS, CONFIDENCE, cluster_in
                                          with_draws)
 
 DRAW_BLOCK_BYTES = 32 * 1024**2  # the item-by-draw arrays of one block of bootstrap draws take about this
+# The test scorer's float32 [items, targets] predictions, which the run stores for paired tests (never in the JSON).
+ITEM_PREDICTIONS = "item_predictions"
 _BLOCK_ARRAYS = 8  # [items, draws] float64 arrays alive at once in the Spearman sweep of one target
 
 
@@ -266,4 +268,5 @@ def regression_split_metrics(card, probe, features, targets, with_intervals: boo
             metrics[f"{name}_undefined_targets"] = int(values.sum())
     if with_intervals:
         metrics.update(with_draws(regression_draw_scores(targets, predictions, groups, seed=seed)))
+        metrics[ITEM_PREDICTIONS] = predictions.astype(np.float32)
     return metrics

@@ -10,28 +10,42 @@ from pathlib import Path
 import numpy as np
 
 from evalsuite.reporting.commit import RowsWrittenError
-from evalsuite.reporting.predictions import save_predictions
+from evalsuite.reporting.predictions import prediction_key, save_predictions
 from evalsuite.reporting.results import RUNS_FOLDER
+
+# A probe result's per-item test outputs while the run is scored, never in its JSON: class probabilities,
+# per-image confusion counts (segmentation), predicted targets (regression).
+PER_ITEM_OUTPUTS = ("test_proba", "test_confusions", "test_predictions")
 
 
 class _Written(list):
     keep = False
 
 
+def popped_outputs(probe_results: list) -> dict:
+    """{output name: {"probe/seed<seed>": array}} of PER_ITEM_OUTPUTS, taken out of the probe results."""
+    return {name: {prediction_key(r["probe"], r["seed"]): r.pop(name) for r in probe_results if name in r}
+            for name in PER_ITEM_OUTPUTS}
+
+
 @contextlib.contextmanager
-def written_beside_run(config, record: dict, test_labels, test_clusters, test_probas: dict,
-                        test_confusions: dict | None = None):
-    """Per-item test probabilities or per-image confusion counts (for `leaderboard --compare`) and, with --plots,
-    reliability diagrams; the run record names them. Files are removed when the block fails."""
-    written, test_confusions = _Written(), test_confusions or {}
+def written_beside_run(config, record: dict, test_labels, test_clusters, probe_results: list):
+    """The probe results' per-item test outputs (PER_ITEM_OUTPUTS, for `leaderboard --compare`, popped from them)
+    and, with --plots, reliability diagrams; the run record names them. Files are removed when the block fails."""
+    written = _Written()
+    outputs = popped_outputs(probe_results)
+    test_probas, test_confusions, test_predictions = (outputs[name] for name in PER_ITEM_OUTPUTS)
     try:
-        if test_probas or test_confusions:
+        if test_probas or test_confusions or test_predictions:
             unit, clusters = test_clusters
-            labels = np.asarray(test_labels) if test_probas else None  # masks: the counts stand for them
+            # Masks: the counts stand for them; regression: the targets [N, T].
+            labels = np.asarray(test_labels) if test_probas or test_predictions else None
             path = save_predictions(config.out_dir, record["run_id"], labels, clusters, test_probas, unit,
-                                    confusions=test_confusions, class_names=record["task"]["classes"])
+                                    confusions=test_confusions, class_names=record["task"]["classes"],
+                                    predictions=test_predictions)
             written.append(path)
-            record["predictions"] = {"file": path.name, "keys": sorted({**test_probas, **test_confusions})}
+            record["predictions"] = {"file": path.name,
+                                     "keys": sorted({**test_probas, **test_confusions, **test_predictions})}
         if config.plots and test_probas:
             record["plots"] = [str(p) for p in _reliability_plots(config, record, test_labels, test_probas)]
             written.extend(Path(p) for p in record["plots"])

@@ -15,8 +15,9 @@ import numpy as np
 
 from evalsuite.errors import EvalsuiteError
 from evalsuite.metrics.draw_scores import per_draw_scores
-from evalsuite.metrics.segmentation import ConfusionScorer
-from evalsuite.metrics.significance import ItemScorer
+from evalsuite.metrics.regression_draws import RegressionScorer, has_regression_form
+from evalsuite.metrics.segmentation import ConfusionScorer, has_confusion_form
+from evalsuite.metrics.significance import ItemScorer, has_item_form
 from evalsuite.reporting.predictions import NoPredictions, load_predictions, prediction_key
 
 LEAVE_OUT = "pass --task to leave the task out"
@@ -25,13 +26,15 @@ LEAVE_OUT = "pass --task to leave the task out"
 @dataclass(frozen=True)
 class CellPredictions:
     """One model's chosen runs on one task: the test items and one probability matrix per seed (segmentation: one
-    per-image confusion count array per seed, and the class names)."""
+    per-image confusion count array per seed, and the class names; regression: one predicted-target matrix per
+    seed, `labels` the targets)."""
     labels: np.ndarray
     clusters: np.ndarray | None
     unit: str
     probas: list
     confusions: list = field(default_factory=list)
     class_names: list | None = None
+    predictions: list = field(default_factory=list)
 
 
 class PredictionsLoader:
@@ -55,25 +58,29 @@ class PredictionsLoader:
         return {m: self.scored[(task, m, metric, draws, seed)] for m in cells}
 
     def cell(self, model: str, task: str, cell) -> CellPredictions:
-        probas, confusions, first = [], [], None
+        found, first = {"probas": [], "confusions": [], "predictions": []}, None
         for run_id, seed in zip(cell.run_ids, cell.seeds):
             if run_id not in self.loaded:
                 self.loaded[run_id] = load_predictions(self.out_dir, run_id)
             stored = self.loaded[run_id]
             key = prediction_key(cell.probe, seed)
-            if key not in stored.probas and key not in stored.confusions:
-                raise NoPredictions(f"run {run_id} ({model} on {task}) stored no test predictions for probe "
-                                     f"'{cell.probe}' seed {seed} (only classification and segmentation probes "
-                                     f"store them); {LEAVE_OUT}")
+            stores = [name for name in found if key in getattr(stored, name)]
+            if not stores:
+                why = (f"probe '{cell.probe}' stores no per-item test predictions (its score is not made of one "
+                       "prediction per test item)")
+                raise NoPredictions(f"run {run_id} ({model} on {task}): {why}; {LEAVE_OUT}", why)
             if first is not None and not same_items(first, stored):
                 raise EvalsuiteError(f"the seeds of {model} on {task} were tested on different items (runs "
                                      f"{cell.run_ids[0]} and {run_id}); the data changed between runs: rerun them")
             first = first or stored
-            if key in stored.probas:
-                probas.append(stored.probas[key])
-            else:
-                confusions.append(stored.confusions[key])
-        return CellPredictions(first.labels, first.clusters, first.cluster_unit, probas, confusions, first.class_names)
+            found[stores[0]].append(getattr(stored, stores[0])[key])
+        return CellPredictions(first.labels, first.clusters, first.cluster_unit, found["probas"], found["confusions"],
+                               first.class_names, found["predictions"])
+
+
+def has_draw_form(metric: str) -> bool:
+    """Whether a cell's `metric` can be scored in bootstrap draws from some kind's stored per-item predictions."""
+    return has_item_form(metric) or has_confusion_form(metric) or has_regression_form(metric)
 
 
 def same_items(one, other) -> bool:
@@ -81,11 +88,15 @@ def same_items(one, other) -> bool:
         return False
     if (one.clusters is None) != (other.clusters is None):
         return False
-    return one.clusters is None or np.array_equal(one.clusters, other.clusters)
+    # As strings: a file from before integer ids were kept names the same clusters as strings.
+    return one.clusters is None or np.array_equal(one.clusters.astype(str), other.clusters.astype(str))
 
 
 def cell_scorer(cell: CellPredictions, metric: str):
-    """The cell's scorer of item weights: per-image confusion counts (segmentation) or class probabilities."""
+    """The cell's scorer of item weights: per-image confusion counts (segmentation), predicted targets (regression)
+    or class probabilities."""
     if cell.confusions:
         return ConfusionScorer(cell.confusions, metric, cell.class_names)
+    if cell.predictions:
+        return RegressionScorer(cell.labels, cell.predictions, metric)
     return ItemScorer(cell.labels, cell.probas, metric)

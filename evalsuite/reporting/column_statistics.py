@@ -26,15 +26,13 @@ from evalsuite.errors import EvalsuiteError
 from evalsuite.metrics.bootstrap import BOOTSTRAP_DRAWS, CONFIDENCE, DRAW_SEED, cluster_index, percentile_interval
 from evalsuite.metrics.directions import higher_is_better
 from evalsuite.metrics.multiple_comparisons import model_confidence_set
-from evalsuite.metrics.segmentation import has_confusion_form
-from evalsuite.metrics.significance import average_ranks, has_item_form, ranks_from_scores
-from evalsuite.reporting.cell_draws import PredictionsLoader, same_items
+from evalsuite.metrics.significance import average_ranks, ranks_from_scores
+from evalsuite.reporting.cell_draws import PredictionsLoader, has_draw_form, same_items
 from evalsuite.reporting.predictions import NoPredictions
 from evalsuite.reporting.results import RUNS_FOLDER
 from evalsuite.reporting.wide import RUN_COLUMN_METRICS, WideTable
 
-NO_PREDICTIONS = ("a run has no stored test predictions (made before they were stored, or of a task kind that "
-                  "stores none): rerun it to test the column")
+NO_PREDICTIONS = "a run has no stored test predictions"  # then why: a rerun stores them, or none is stored
 
 
 def add_column_statistics(table: WideTable, out_dir: Path, loader: PredictionsLoader | None = None,
@@ -69,15 +67,15 @@ def column_draws(table: WideTable, task: str, loader: PredictionsLoader, draws: 
     metric = table.metrics[task]
     if metric in RUN_COLUMN_METRICS:
         return None, ""
-    if not (has_item_form(metric) or has_confusion_form(metric)):
+    if not has_draw_form(metric):
         return None, f"{metric} is not scored from per-item predictions, which its runs do not store"
     ranked = [row for row in table.rows if task in row.cells]
     if not ranked:
         return None, ""
     try:
         loaded = {row.model: loader.cell(row.model, task, row.cells[task]) for row in ranked}
-    except NoPredictions:
-        return None, NO_PREDICTIONS
+    except NoPredictions as exc:
+        return None, f"{NO_PREDICTIONS}: {exc.why}"
     except EvalsuiteError as exc:  # a damaged file, seeds on other items: its own message names the file and fix
         return None, str(exc)
     reference = next(iter(loaded.values()))

@@ -8,7 +8,9 @@ one seed each and no clusters, the exact McNemar p). Over the tasks, the step-do
 (metrics/multiple_comparisons.py) on the same draws adjusts for testing every task at once without a Holm
 multiplier, so the smallest adjusted p stays 1 / 1001 at any number of tasks; a task's verdict is "A better" /
 "B better" when the adjusted p is below 0.05. A task whose predictions name no clusters gets a note: its test
-treats the items as independent. docs/significance.md has the formulas.
+treats the items as independent. A task that cannot be tested (a per-run metric, no stored predictions, other test
+items, a damaged file) is skipped with its reason, and the others are compared: a sweep of several task kinds is
+compared where it can be; with no task left, the reasons are the error. docs/significance.md has the formulas.
 """
 
 from dataclasses import dataclass, field, replace
@@ -20,10 +22,9 @@ from evalsuite.errors import EvalsuiteError
 from evalsuite.metrics.bootstrap import cluster_index, independence_note
 from evalsuite.metrics.directions import higher_is_better
 from evalsuite.metrics.multiple_comparisons import stepdown_max_t
-from evalsuite.metrics.segmentation import has_confusion_form
-from evalsuite.metrics.significance import ALPHA, PairedResult, has_item_form, mcnemar_exact, paired_result
+from evalsuite.metrics.significance import ALPHA, PairedResult, mcnemar_exact, paired_result
 from evalsuite.reporting.cell_draws import LEAVE_OUT as _LEAVE_OUT
-from evalsuite.reporting.cell_draws import CellPredictions, PredictionsLoader, same_items
+from evalsuite.reporting.cell_draws import CellPredictions, PredictionsLoader, has_draw_form, same_items
 from evalsuite.reporting.leaderboard import format_table
 from evalsuite.reporting.wide import RUN_COLUMN_METRICS, WideTable
 
@@ -46,6 +47,7 @@ class Comparison:
     b: str
     tasks: list  # TaskComparison
     notes: list = field(default_factory=list)
+    skipped: dict = field(default_factory=dict)  # task -> why it could not be tested
 
 
 def compare_models(table: WideTable, out_dir: Path, a: str, b: str, source: str, draws: int = 1000,
@@ -59,26 +61,38 @@ def compare_models(table: WideTable, out_dir: Path, a: str, b: str, source: str,
     if not shared:
         raise EvalsuiteError(f"models '{a}' and '{b}' share no task in {source} (with the filters given); "
                              "run both on the same task")
-    loader, compared, notes = PredictionsLoader(out_dir), [], []
+    loader, compared, notes, skipped = PredictionsLoader(out_dir), [], [], {}
     for task in shared:
         metric = table.metrics[task]
-        if not (has_item_form(metric) or has_confusion_form(metric)):
-            per_run = "measured per run" if metric in RUN_COLUMN_METRICS else "not computed from class probabilities"
-            raise EvalsuiteError(f"--compare tests scores of test items; {metric} on task '{task}' is {per_run}: "
-                                 f"pass --metric with a classification score or {_LEAVE_OUT}")
-        first, second = loader.cell(a, task, rows[a].cells[task]), loader.cell(b, task, rows[b].cells[task])
-        if not same_items(first, second):
-            raise EvalsuiteError(f"models '{a}' and '{b}' share no test items on task '{task}' ({len(first.labels)} "
-                                 f"vs {len(second.labels)} items, or other labels or clusters): their runs used "
-                                 f"different data; rerun both on the same data or {_LEAVE_OUT}")
+        try:
+            first, second = _testable_cells(loader, task, metric, rows[a], rows[b])
+        except EvalsuiteError as exc:  # this task's reason; the others are still compared
+            skipped[task] = str(exc).replace(f"; {_LEAVE_OUT}", "")
+            continue
         scores = loader.draw_scores(task, {a: first, b: second}, metric, draws, seed)
         compared.append(compare_task(task, metric, first, second, (scores[a], scores[b])))
         if first.clusters is None:  # McNemar or an item bootstrap: both assume independent test items
             notes.append(f"{task}: {independence_note(first.unit, None, len(first.labels))}")
+    if not compared:
+        raise EvalsuiteError(f"no task of '{a}' and '{b}' could be compared: {'; '.join(skipped.values())}; "
+                             f"{_LEAVE_OUT}, or pass --metric with a score of test items")
     adjusted = _adjusted(compared, draws)
     compared = [replace(c, p_adjusted=float(p), verdict=_verdict(c.result, float(p), c.metric, a, b))
                 for c, p in zip(compared, adjusted)]
-    return Comparison(a=a, b=b, tasks=compared, notes=notes)
+    return Comparison(a=a, b=b, tasks=compared, notes=notes, skipped=skipped)
+
+
+def _testable_cells(loader: PredictionsLoader, task: str, metric: str, row_a, row_b) -> tuple:
+    """Both models' CellPredictions on `task`, or an EvalsuiteError saying why the task cannot be tested."""
+    if not has_draw_form(metric):
+        per_run = "measured per run" if metric in RUN_COLUMN_METRICS else "not computed from per-item predictions"
+        raise EvalsuiteError(f"{metric} on task '{task}' is {per_run}")
+    first, second = loader.cell(row_a.model, task, row_a.cells[task]), loader.cell(row_b.model, task, row_b.cells[task])
+    if not same_items(first, second):
+        raise EvalsuiteError(f"models '{row_a.model}' and '{row_b.model}' share no test items on task '{task}' "
+                             f"({len(first.labels)} vs {len(second.labels)} items, or other labels or clusters): "
+                             "their runs used different data; rerun both on the same data")
+    return first, second
 
 
 def _adjusted(compared: list, draws: int) -> np.ndarray:
@@ -129,7 +143,8 @@ def comparison_text(comparison: Comparison) -> str:
               "draws over clusters) or exact McNemar; p_adj: step-down max-t over the "
               f"{len(comparison.tasks)} task(s), studentised, from the same draws (the family-wise error over the "
               f"tasks at {ALPHA}); the verdict reads p_adj < {ALPHA} (docs/significance.md)"]
-    return "\n".join(legend + [format_table(header, body)])
+    skipped = [f"not compared: {task}: {why}" for task, why in comparison.skipped.items()]
+    return "\n".join(legend + [format_table(header, body)] + skipped)
 
 
 def _p(value: float) -> str:

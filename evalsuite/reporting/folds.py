@@ -6,10 +6,13 @@ fold's test bootstrap interval), and `train`, `val`, `test` hold each metric's m
 a task (benchmark.py `merge_fold_results`: the mean over folds of each fold's mean over genes). Test adds
 `<metric>_fold_std`, the standard deviation over folds (population, numpy's default, as HEST's `np.std`). A
 mean over folds has no bootstrap interval of its own: the folds' test sets are different samples, each
-interval is in its fold's rows. `*_undefined_targets` counts are summed over folds, not averaged.
+interval is in its fold's rows. `*_undefined_targets` counts are summed over folds, not averaged. Nor does it
+have per-item test predictions (the folds' items differ): the merged result keeps none of the folds'.
 """
 
 import numpy as np
+
+from evalsuite.reporting.beside_run import PER_ITEM_OUTPUTS
 
 FOLD_SPLITS = ("train", "val", "test")
 COUNT_SUFFIX = "_undefined_targets"
@@ -35,7 +38,8 @@ def _merged(results: list) -> dict:
             intervals[fold_split(split, fold)] = values
     for split in FOLD_SPLITS:
         metrics[split] = _over_folds([r["metrics"][split] for r in results], with_std=split == "test")
-    return {**first, "metrics": metrics, "intervals_95": intervals,
+    kept = {key: value for key, value in first.items() if key not in PER_ITEM_OUTPUTS}  # fold 0's items only
+    return {**kept, "metrics": metrics, "intervals_95": intervals,
             "selected_params": {f"fold{fold}": r["selected_params"] for fold, r in enumerate(results)},
             "fit_s": sum(r.get("fit_s", 0.0) for r in results)}
 

@@ -216,7 +216,10 @@ def test_the_scorer_reports_the_probes_metrics_and_seeded_intervals():
     slides = np.arange(45) // 5
     scored = regression_split_metrics(CARD, _Probe(p), "features", y, with_intervals=True, groups=slides, seed=2)
     assert list(scored) == ["pearson", "spearman", "mse", "r2", "pearson_ci", "spearman_ci", "mse_ci", "r2_ci",
-                            "pearson_draws", "spearman_draws", "mse_draws", "r2_draws"]
+                            "pearson_draws", "spearman_draws", "mse_draws", "r2_draws", "item_predictions"]
+    # The predictions the run stores for paired tests, as float32 (the scores above are of the float64 ones).
+    stored = scored["item_predictions"]
+    assert stored.dtype == np.float32 and np.array_equal(stored, p.astype(np.float32))
     reference = _reference(y, p.astype(np.float32))
     for name in REGRESSION_METRICS:
         assert scored[name] == pytest.approx(reference[name].mean(), abs=1e-10)

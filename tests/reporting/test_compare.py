@@ -204,7 +204,7 @@ def test_a_metric_not_made_of_class_probabilities_gets_no_rank_intervals_and_can
     assert result.returncode == 0, result.stderr
     assert pd.read_csv(io.StringIO(result.stdout))["t1_rank_low"].isna().all()
     compared = run_cli("leaderboard", "--out", board, "--metric", "cosine_jpeg", "--compare", "good", "weak")
-    assert_one_line_error(compared, "cosine_jpeg on task 't1' is not computed from class probabilities")
+    assert_one_line_error(compared, "cosine_jpeg on task 't1' is not computed from per-item predictions")
 
 
 def test_metric_throughput_on_an_older_csv_is_a_clear_error(tmp_path):
