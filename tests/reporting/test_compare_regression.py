@@ -135,3 +135,16 @@ def test_a_cross_validated_run_keeps_no_folds_predictions_and_says_a_rerun_will_
     with pytest.raises(NoPredictions) as missing:
         load_predictions(tmp_path, "hest")
     assert "mean over folds" in missing.value.why and "rerun it" not in missing.value.why
+
+
+def test_integer_cluster_ids_are_stored_as_integers_and_still_match_an_older_files_strings(tmp_path):
+    from evalsuite.reporting.cell_draws import same_items
+    from evalsuite.reporting.predictions import save_predictions
+
+    targets, blocks = np.arange(12, dtype=np.float64).reshape(6, 2), [10, 10, 2, 2, 104, 104]
+    save_predictions(tmp_path, "new", targets, blocks, {}, "block", predictions={"ridge/seed0": targets})
+    save_predictions(tmp_path, "old", targets, [str(b) for b in blocks], {}, "block",
+                     predictions={"ridge/seed0": targets})
+    new, old = load_predictions(tmp_path, "new"), load_predictions(tmp_path, "old")
+    # As integers they sort 2 < 10 < 104, as the run's own draws numbered them; as strings "10" < "104" < "2".
+    assert new.clusters.dtype == np.int64 and old.clusters.dtype.kind == "U" and same_items(new, old)
