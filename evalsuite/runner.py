@@ -25,7 +25,7 @@ from evalsuite.probes import PROBES
 from evalsuite.probes._validate import (check_regression_splits, check_two_classes_per_split,
                                         regression_target_names)
 from evalsuite.probes.base import SplitScoringProbe
-from evalsuite.probes.recipes import check_recipe_fits, check_val_choice, load_recipe
+from evalsuite.probes.recipes import checked_recipes
 from evalsuite.readers import build_reader
 from evalsuite.reporting.commit import commit_run
 from evalsuite.reporting.folds import fold_split, merge_folds, merged_sizes
@@ -66,8 +66,7 @@ def _run(config: RunConfig, dist, device, builds=None) -> dict | None:
     check_appendable(Path(config.out_dir) / LEADERBOARD_FILE)
     use_threads(config.threads)
     card, reader, backbone = build_task_and_backbone(config, builds)
-    recipes = [check_recipe_fits(load_recipe(name), card) for name in (config.probes or card.probes)]
-    check_val_choice(recipes, card, split_aliases(reader))
+    recipes = checked_recipes(config, card, split_aliases(reader), backbone, device)
     test_sites = _test_sites(card, reader)  # a card's `group` column must exist before hours of extraction
     folds = getattr(reader, "cv_folds", None)  # cross-validated tasks (HEST) run fold by fold, each checked first
     for fold in range(folds or 1):
@@ -221,7 +220,8 @@ def _group_robustness_result(card, test_data, sites, test_clusters, device, seed
 
 
 def build_probe(recipe, card, device, seed: int):
-    return PROBES[recipe.probe](num_classes=card.num_classes, device=device, seed=seed, **recipe.params)
+    return PROBES[recipe.probe](num_classes=card.num_classes, device=device, seed=seed, **recipe.params,
+                                **recipe.context)
 
 
 def fit_probe(recipe, card, split_data: dict, device, seed: int):

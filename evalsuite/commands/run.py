@@ -67,6 +67,10 @@ def main(args) -> None:
     print("\n".join(summary_lines(record)))  # one table for all seeds: mean ± std and the test interval
     if record.get("intervals_note"):
         print(f"note: {record['intervals_note']}")
+    from evalsuite.probes.zeroshot import chance_level_note
+
+    if chance_level_note(record):  # a random-init zero-shot run must not read as a model's score
+        print(f"note: {chance_level_note(record)}")
     print(f"results: {record['results_path']}")
     for plot in record.get("plots", []):
         print(f"reliability diagram: {plot}")

@@ -13,6 +13,7 @@ from evalsuite.probes.retrieval import RetrievalProbe
 from evalsuite.probes.ridge import HestRidgeProbe, RidgeProbe
 from evalsuite.probes.seg_linear import SegLinearProbe
 from evalsuite.probes.seg_masktransformer import SegMaskTransformerProbe
+from evalsuite.probes.zeroshot import ZeroShotProbe
 
 PROBES = {
     "linear": LinearProbe,
@@ -25,4 +26,5 @@ PROBES = {
     "meanpool": MeanPoolProbe,
     "ridge": RidgeProbe,
     "ridge_hest": HestRidgeProbe,
+    "zeroshot": ZeroShotProbe,
 }

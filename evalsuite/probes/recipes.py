@@ -1,6 +1,6 @@
 """Probe recipes: YAML files naming a probe implementation and its hyper-parameters."""
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from evalsuite.errors import EvalsuiteError
@@ -16,6 +16,9 @@ class ProbeRecipe:
     params: dict
     path: Path
     sha256: str  # of the recipe file's bytes: results name the exact recipe they came from
+    # Run-time inputs handed to the probe beside `params` and not recorded as the recipe (the zeroshot probe's
+    # class text embeddings, evalsuite.probes.class_texts).
+    context: dict = field(default_factory=dict, compare=False)
 
 
 def find_recipe(name: str) -> Path:
@@ -34,6 +37,16 @@ def load_recipe(name: str) -> ProbeRecipe:
         raise EvalsuiteError(f"probe recipe {path}: field 'params' must be a mapping")
     return ProbeRecipe(name=raw["name"], probe=raw["probe"], params=params, path=path.resolve(),
                        sha256=sha256)
+
+
+def checked_recipes(config, card, aliases: dict, backbone, device) -> list:
+    """The run's recipes (`--probes`, else the card's), each checked against the card (and val against the
+    reader's split aliases), with the class text embeddings the zeroshot probe reads."""
+    from evalsuite.probes.class_texts import with_class_texts
+
+    recipes = [check_recipe_fits(load_recipe(name), card) for name in (config.probes or card.probes)]
+    check_val_choice(recipes, card, aliases)
+    return with_class_texts(recipes, card, backbone, config.out_dir, device)
 
 
 def check_recipe_fits(recipe: ProbeRecipe, card) -> ProbeRecipe:

@@ -104,7 +104,7 @@ REGRESSION_SELECTION = tuple(m for m in REGRESSION_METRICS if higher_is_better(m
 KINDS = {
     "classification": TaskKind("classification", feature="pooled", selection_metrics=tuple(METRICS),
                                score=classification_split_metrics, intervals=True,
-                               card_fields=("pooling", "ordinal"), check_card=_check_classification_card),
+                               card_fields=("pooling", "ordinal", "zeroshot"), check_card=_check_classification_card),
     "segmentation": TaskKind("segmentation", feature="dense", selection_metrics=tuple(SEGMENTATION_METRICS),
                              score=segmentation_split_metrics, intervals=True, card_fields=("layers",),
                              check_card=_check_segmentation_card, target="mask"),

@@ -1,0 +1,108 @@
+"""A card's zero-shot prompts and the class text embeddings the zeroshot probe compares images with.
+
+A tile classification card may carry a `zeroshot:` block (docs/zeroshot.md):
+
+    zeroshot:
+      source: where its class names and templates come from (CONCH's prompt file, CLIP-style, our own)
+      class_names: {class: [name, ...]}          # one or more names per card class
+      templates: [template, ...]                 # each with one CLASSNAME, as CONCH writes them
+      # or several sets, val choosing between them:  templates: {set_name: [template, ...], ...}
+
+A class's embedding is prompt ensembling as CLIP and CONCH do it: every name x template prompt is encoded,
+each embedding L2-normalised, averaged over names and templates, and the mean normalised again.
+"""
+
+import dataclasses
+
+import numpy as np
+
+from evalsuite.errors import EvalsuiteError
+from evalsuite.features.text_cache import cached_text_embeddings
+from evalsuite.probes import PROBES
+
+PLACEHOLDER = "CLASSNAME"
+_FIELD = "zeroshot"
+
+
+@dataclasses.dataclass(frozen=True)
+class PromptSet:
+    name: str
+    texts: list  # every prompt, class by class, name by name, template by template
+    prompt_class: np.ndarray  # the class id of each prompt
+
+
+def prompt_sets(card) -> list[PromptSet]:
+    """The card's prompt sets, checked; one-line errors name the card file and the fix."""
+    block = card.extra.get(_FIELD)
+    where = f"task card {card.path}"
+    if not isinstance(block, dict):
+        raise EvalsuiteError(f"{where}: probe zeroshot needs a `zeroshot:` block with class_names and templates "
+                             "(docs/zeroshot.md)")
+    names = block.get("class_names")
+    if not isinstance(names, dict) or set(names) != set(card.classes):
+        raise EvalsuiteError(f"{where}: zeroshot.class_names must map every class ({', '.join(card.classes)}) "
+                             "to a list of names")
+    names = {c: _strings(names[c], f"{where}: zeroshot.class_names.{c}") for c in card.classes}
+    templates = block.get("templates")
+    sets = templates if isinstance(templates, dict) else {"templates": templates}
+    return [_prompt_set(set_name, _templates(value, f"{where}: zeroshot.templates"), names, card.classes)
+            for set_name, value in sets.items()]
+
+
+def _strings(value, where: str) -> list:
+    if not isinstance(value, list) or not value or not all(isinstance(v, str) and v.strip() for v in value):
+        raise EvalsuiteError(f"{where} must be a non-empty list of strings")
+    return value
+
+
+def _templates(value, where: str) -> list:
+    templates = _strings(value, where)
+    bad = [t for t in templates if t.count(PLACEHOLDER) != 1]
+    if bad:
+        raise EvalsuiteError(f"{where}: template '{bad[0]}' must hold {PLACEHOLDER} exactly once")
+    return templates
+
+
+def _prompt_set(name: str, templates: list, names: dict, classes: list) -> PromptSet:
+    texts, prompt_class = [], []
+    for class_id, class_name in enumerate(classes):
+        for label in names[class_name]:
+            texts += [t.replace(PLACEHOLDER, label) for t in templates]
+            prompt_class += [class_id] * len(templates)
+    return PromptSet(name, texts, np.asarray(prompt_class, dtype=np.int64))
+
+
+def ensemble_class_embeddings(prompt_embeddings: np.ndarray, prompt_class: np.ndarray, num_classes: int) -> np.ndarray:
+    """[classes, dim] float32: per class, the normalised mean of its prompts' normalised embeddings."""
+    rows = np.asarray(prompt_embeddings, dtype=np.float64)
+    rows = rows / np.linalg.norm(rows, axis=1, keepdims=True)
+    means = np.stack([rows[prompt_class == c].mean(axis=0) for c in range(num_classes)])
+    return (means / np.linalg.norm(means, axis=1, keepdims=True)).astype(np.float32)
+
+
+@dataclasses.dataclass(frozen=True)
+class ClassTexts:
+    """What the zeroshot probe receives: class embeddings per prompt set, the logit scale, where they came from."""
+    embeddings: dict  # {set name: [classes, dim] float32}
+    logit_scale: float
+    prompts: dict  # {set name: number of prompts}
+    cache_keys: dict  # {set name: text cache key}
+    source: str
+
+
+def with_class_texts(recipes: list, card, backbone, out_dir, device) -> list:
+    """`recipes` with the class text embeddings in the context of those whose probe reads them (zeroshot)."""
+    if not any(getattr(PROBES[r.probe], "reads_class_texts", False) for r in recipes):
+        return recipes
+    if getattr(backbone, "text", None) is None:
+        raise EvalsuiteError(f"probe zeroshot needs a vision-language model (a text tower): '{backbone.name}' has "
+                             "none; use --model clip-vit-b-16 (`evalsuite list models`, kind vision-language)")
+    sets = prompt_sets(card)
+    embeddings, keys = {}, {}
+    for prompt_set in sets:
+        rows, keys[prompt_set.name] = cached_text_embeddings(out_dir, backbone, prompt_set.texts, device)
+        embeddings[prompt_set.name] = ensemble_class_embeddings(rows, prompt_set.prompt_class, card.num_classes)
+    texts = ClassTexts(embeddings, backbone.text.logit_scale, {s.name: len(s.texts) for s in sets}, keys,
+                       str(card.extra[_FIELD].get("source", "")))
+    return [dataclasses.replace(r, context={"class_texts": texts})
+            if getattr(PROBES[r.probe], "reads_class_texts", False) else r for r in recipes]

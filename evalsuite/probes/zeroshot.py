@@ -1,0 +1,82 @@
+"""Zero-shot probe: class probabilities from a vision-language model's text tower, nothing trained.
+
+logits = logit_scale x cosine(image embedding, class text embedding), probabilities = their softmax; the image
+embeddings are the float16 cache's rows (upcast a batch at a time), the class embeddings come from the card's
+prompts (evalsuite.probes.class_texts). The train split is never read: a zero-shot probe has nothing to fit. Val
+is read only when the card offers several prompt sets, to choose one by the card's selection metric, as other
+probes choose hyper-parameters. The kind's scorer then gives the same metrics, intervals, calibration and stored
+test predictions as for the linear and kNN probes.
+"""
+
+import numpy as np
+import torch
+
+from evalsuite.errors import EvalsuiteError
+from evalsuite.metrics.classification import METRICS
+from evalsuite.probes._validate import check_features_labels
+from evalsuite.probes.base import FittedProbe
+from evalsuite.probes.batches import iter_float32_batches
+
+ZERO_SHOT = "nothing (zero-shot)"  # selected_params' `trained_on`: how results tell a zero-shot row
+
+
+class ZeroShotProbe(FittedProbe):
+    reads_class_texts = True  # the runner hands it the card's class text embeddings (probes/class_texts.py)
+    targets = ("class",)
+    # Val is a choice between prompt sets only where a card offers several; with one set it is never read.
+    chooses_on_val = False
+    learns_from_train = False
+
+    def __init__(self, num_classes: int, batch_size: int = 4096, class_texts=None,
+                 device: torch.device = torch.device("cpu"), seed: int = 0):
+        if class_texts is None:
+            raise EvalsuiteError("probe zeroshot needs the class texts of a vision-language model; run it through "
+                                 "`evalsuite run --probes zeroshot` with a vision-language --model")
+        self.num_classes = num_classes
+        self.batch_size = int(batch_size)
+        self.class_texts = class_texts
+        self.device = torch.device(device)
+        self.seed = seed  # deterministic; kept for the uniform probe interface
+
+    def fit(self, features, labels, val_features, val_labels, selection_metric: str = "balanced_accuracy"):
+        """Chooses a prompt set on val when the card has several; `features`/`labels` (train) are not read."""
+        names = list(self.class_texts.embeddings)
+        scores = {}
+        if len(names) > 1:
+            val_labels = check_features_labels(val_features, val_labels, self.num_classes, "zeroshot probe val split")
+            for name in names:
+                self.prompt_set_ = name
+                scores[name] = float(METRICS[selection_metric](val_labels, self.predict_proba(val_features)))
+        self.prompt_set_ = max(names, key=lambda n: scores.get(n, 0.0))
+        self.selected_params_ = {"prompt_set": self.prompt_set_, "prompts": self.class_texts.prompts[self.prompt_set_],
+                                 "logit_scale": self.class_texts.logit_scale, "trained_on": ZERO_SHOT,
+                                 "prompt_source": self.class_texts.source,
+                                 "text_cache_key": self.class_texts.cache_keys[self.prompt_set_],
+                                 **({f"val_{selection_metric}": scores[self.prompt_set_],
+                                     "val_by_prompt_set": scores} if scores else {})}
+        return self
+
+    def logits(self, features) -> np.ndarray:
+        """[N, classes] float32: logit_scale x cosine of each image embedding with each class embedding."""
+        classes = torch.from_numpy(self.class_texts.embeddings[self.prompt_set_]).to(self.device)
+        out = np.empty((len(features), self.num_classes), dtype=np.float32)
+        for rows, batch in iter_float32_batches(features, np.arange(len(features)), self.batch_size, self.device):
+            cosine = torch.nn.functional.normalize(batch, dim=1) @ classes.T
+            out[rows] = (self.class_texts.logit_scale * cosine).cpu().numpy()
+        return out
+
+    def predict_proba(self, features) -> np.ndarray:
+        logits = torch.from_numpy(self.logits(features))
+        return torch.softmax(logits, dim=1).numpy()
+
+
+def chance_level_note(record: dict) -> str | None:
+    """What a zero-shot run with random weights means, said where its numbers are printed: untrained towers are
+    not aligned, so every score is chance level and checks the pipeline, not a model."""
+    random_weights = str(record["model"]["weights_id"]).startswith("random-init")
+    if not random_weights or not any(p.get("selected_params", {}).get("trained_on") == ZERO_SHOT
+                                     for p in record["probes"]):
+        return None
+    return ("zeroshot ran with random weights (--random-init): the image and text towers are untrained and not "
+            "aligned, so its numbers are chance level (they test the pipeline, not the model); for real numbers "
+            "pass --weights with the model's checkpoint (docs/zeroshot.md)")
