@@ -31,7 +31,8 @@ class VLMSpec:
     pretrained_cfg: PretrainedCfg  # pixels, licence, access (gated) and where the weights live
     context_length_tokens: int  # text tokens per prompt, start and end tokens included
     embed_dim: int  # width of the joint image-text space (the image embedding the probes read)
-    published_logit_scale: float  # exp(logit_scale) of the published weights; runs use the loaded value
+    published_logit_scale: float | None  # exp(logit_scale) of the published weights (None: not read); runs use the
+    # value loaded from --weights
     tokenizer: str  # what tokenizes the prompts (part of the text cache key)
     checkpoint_layout: str  # what `--weights` must hold
     sources: tuple = ()
@@ -54,6 +55,23 @@ _SPECS = [
         sources=("https://github.com/openai/CLIP", f"{OPEN_CLIP_REPO}/blob/main/src/open_clip/pretrained.py",
                  f"{OPEN_CLIP_REPO}/blob/main/src/open_clip/model_configs/ViT-B-16.json",
                  "https://huggingface.co/timm/vit_base_patch16_clip_224.openai"),
+    ),
+    VLMSpec(
+        name="quiltnet-b-32",
+        # QuiltNet-B-32's open_clip_config.json is ViT-B-32 without `quick_gelu` (so open_clip loads it with GELU),
+        # preprocess_cfg CLIP's mean/std and open_clip's default bicubic resize.
+        library=OPEN_CLIP, architecture="ViT-B-32", quick_gelu=False,
+        pretrained_cfg=PretrainedCfg(hub_id="hf-hub:wisdomik/QuiltNet-B-32", input_size_px=224, mean=CLIP_MEAN,
+                                     std=CLIP_STD, interpolation="bicubic", licence="MIT", gated=None),
+        context_length_tokens=77, embed_dim=512, published_logit_scale=None,
+        tokenizer="open_clip SimpleTokenizer (CLIP BPE, bpe_simple_vocab_16e6)",
+        checkpoint_layout="open_clip state dict (open_clip_pytorch_model.bin: visual.*, transformer.*, "
+                          "token_embedding.weight, positional_embedding, ln_final.*, text_projection, logit_scale)",
+        sources=("https://huggingface.co/wisdomik/QuiltNet-B-32", "https://arxiv.org/abs/2306.11207",
+                 "https://huggingface.co/wisdomik/QuiltNet-B-32/commit/88c3e9fce3fbd77101ad33e17f20fdec0aa21889"),
+        unconfirmed="whether the hub repository is gated; its logit scale (read from the file at load); that the "
+                    "hub's tokenizer files are CLIP's BPE vocabulary unchanged (the card loads "
+                    "open_clip.get_tokenizer of the hub name; vocab 49408 as CLIP's)",
     ),
 ]
 

@@ -19,29 +19,30 @@ PUBLISHED_KEYS = ["visual.class_embedding", "visual.conv1.weight", "visual.proj"
                   "text_projection", "logit_scale"]
 
 
-@pytest.fixture(scope="module")
-def saved_clip(tmp_path_factory):
-    """A CLIP ViT-B/16 with other random weights (seed 7), saved as open_clip saves it, in float16 as published."""
-    reference, _ = create_open_clip(VLMS["clip-vit-b-16"], seed=7)
+def _saved(name: str, folder):
+    """A model of entry `name` with other random weights (seed 7), saved as open_clip saves it, in float16 as the
+    published files hold it; the reference keeps the float16-rounded values the file holds."""
+    reference, _ = create_open_clip(VLMS[name], seed=7)
     state = {k: v.half() for k, v in reference.state_dict().items()}
-    path = tmp_path_factory.mktemp("clip") / "open_clip_pytorch_model.bin"
+    path = folder / "open_clip_pytorch_model.bin"
     torch.save(state, path)
-    reference.load_state_dict(state)  # the reference holds the float16-rounded values the file holds
+    reference.load_state_dict(state)
     return reference.eval(), path
 
 
 @pytest.mark.slow
-def test_clip_round_trip_through_our_loader_gives_the_same_towers(saved_clip):
-    reference, path = saved_clip
+@pytest.mark.parametrize("name, architecture", [("clip-vit-b-16", "ViT-B-16"), ("quiltnet-b-32", "ViT-B-32")])
+def test_round_trip_through_our_loader_gives_the_same_towers(name, architecture, tmp_path):
+    reference, path = _saved(name, tmp_path)
     assert all(key in torch.load(path, weights_only=True) for key in PUBLISHED_KEYS)
-    backbone = build_backbone("clip-vit-b-16", weights=str(path))
-    assert backbone.weights_id.startswith("sha256:") and backbone.label == "clip-vit-b-16+open_clip_pytorch_model"
+    backbone = build_backbone(name, weights=str(path))
+    assert backbone.weights_id.startswith("sha256:") and backbone.label == f"{name}+open_clip_pytorch_model"
     images = torch.rand(2, 3, 224, 224)
-    tokens = open_clip.get_tokenizer("ViT-B-16")(["an image of tumour tissue", "stroma"])
+    prompts = ["an image of tumour tissue", "stroma"]
+    tokens = open_clip.get_tokenizer(architecture)(prompts)
     with torch.no_grad():
         torch.testing.assert_close(backbone.pooled_features(images), reference.encode_image(images))
-        torch.testing.assert_close(torch.from_numpy(backbone.text.encode(["an image of tumour tissue", "stroma"],
-                                                                          torch.device("cpu"))),
+        torch.testing.assert_close(torch.from_numpy(backbone.text.encode(prompts, torch.device("cpu"))),
                                    reference.encode_text(tokens))
     assert backbone.text.logit_scale == pytest.approx(float(reference.logit_scale.detach().exp()))
 
@@ -78,4 +79,5 @@ def test_list_models_shows_vision_language_models_with_kind_licence_and_access()
     rows = {line.split()[0]: line for line in result.stdout.splitlines()[2:] if line.strip()}
     assert "vision-language" in rows["clip-vit-b-16"] and "MIT; open" in rows["clip-vit-b-16"]
     assert "text 77 tokens" in rows["clip-vit-b-16"] and " 512 " in rows["clip-vit-b-16"]
+    assert "vision-language" in rows["quiltnet-b-32"] and "MIT; gating unconfirmed" in rows["quiltnet-b-32"]
     assert " image " in rows["uni"] and "gated" in rows["uni"]
