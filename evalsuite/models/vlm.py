@@ -16,6 +16,7 @@ import torch
 
 from evalsuite.errors import EvalsuiteError
 from evalsuite.models import checkpoints
+from evalsuite.models.vlm_adapters import hf_clip_to_open_clip, is_hf_clip
 from evalsuite.models.vlm_registry import VLMSpec
 
 TEXT_BATCH_PROMPTS = 256  # prompts per text forward: a card's prompt set is tens to hundreds of prompts
@@ -87,9 +88,12 @@ def create_open_clip(spec: VLMSpec, seed: int):
 
 
 def load_open_clip_weights(clip: torch.nn.Module, weights: str | Path) -> str:
-    """Fill `clip` from a local open_clip-layout checkpoint, key for key; returns the weights id (content hash)."""
+    """Fill `clip` from a local open_clip-layout checkpoint (or a transformers CLIPModel one, renamed), key for key;
+    returns the weights id (content hash of the file)."""
     files = checkpoints.weights_files(Path(weights))
     state = checkpoints.read_state_dict(Path(weights))
+    if is_hf_clip(state):
+        state = hf_clip_to_open_clip(state)
     state = checkpoints.matched_state_dict(clip, state, files[0])
     clip.load_state_dict(state, strict=True)
     return f"sha256:{checkpoints.weights_sha256(files)}"

@@ -5,6 +5,8 @@ architecture config inside it, the checkpoint layout `--weights` must have, the 
 the text tokenizer and its context length, the logit scale of the published weights, and licence and access.
 The image tower serves every probe like any other backbone; the text tower serves the `zeroshot` probe.
 
+PLIP ships a transformers CLIPModel checkpoint: its keys are renamed into open_clip's CLIP (models/vlm_adapters.py).
+
 Models the issue names that have no entry, and why (docs/zeroshot.md says what each needs): CONCH v1 ships as
 MahmoodLab's `conch` package (GitHub only, not on PyPI) with its own CoCa code, MUSK as the `musk` package
 (GitHub only) built on timm + transformers' XLM-Roberta tokenizer files from its hub repository, and KEEP as a
@@ -72,6 +74,23 @@ _SPECS = [
         unconfirmed="whether the hub repository is gated; its logit scale (read from the file at load); that the "
                     "hub's tokenizer files are CLIP's BPE vocabulary unchanged (the card loads "
                     "open_clip.get_tokenizer of the hub name; vocab 49408 as CLIP's)",
+    ),    VLMSpec(
+        name="plip",
+        # PLIP ships a transformers CLIPModel (ViT-B/32, fine-tuned from OpenAI's CLIP); its keys are renamed into
+        # open_clip's CLIP (evalsuite.models.vlm_adapters), the same tensors in the same module.
+        library=OPEN_CLIP, architecture="ViT-B-32", quick_gelu=True,
+        pretrained_cfg=PretrainedCfg(hub_id="hf-hub:vinid/plip", input_size_px=224, mean=CLIP_MEAN, std=CLIP_STD,
+                                     interpolation="bicubic", licence="unconfirmed", gated=None),
+        context_length_tokens=77, embed_dim=512, published_logit_scale=None,
+        tokenizer="open_clip SimpleTokenizer (CLIP BPE, bpe_simple_vocab_16e6)",
+        checkpoint_layout="transformers CLIPModel state dict (pytorch_model.bin or model.safetensors of vinid/plip: "
+                          "text_model.*, vision_model.*, text_projection.weight, visual_projection.weight, "
+                          "logit_scale)",
+        sources=("https://huggingface.co/vinid/plip", "https://github.com/PathologyFoundation/plip",
+                 "https://www.nature.com/articles/s41591-023-02504-3"),
+        unconfirmed="licence and gating of the hub repository; hidden_act quick_gelu and the ViT-B/32 sizes of its "
+                    "config.json (assumed from OpenAI's clip-vit-base-patch32, which PLIP fine-tunes); that its "
+                    "tokenizer files are CLIP's BPE vocabulary unchanged",
     ),
 ]
 

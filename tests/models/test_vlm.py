@@ -80,4 +80,33 @@ def test_list_models_shows_vision_language_models_with_kind_licence_and_access()
     assert "vision-language" in rows["clip-vit-b-16"] and "MIT; open" in rows["clip-vit-b-16"]
     assert "text 77 tokens" in rows["clip-vit-b-16"] and " 512 " in rows["clip-vit-b-16"]
     assert "vision-language" in rows["quiltnet-b-32"] and "MIT; gating unconfirmed" in rows["quiltnet-b-32"]
-    assert " image " in rows["uni"] and "gated" in rows["uni"]
+    assert "vision-language" in rows["plip"] and " image " in rows["uni"] and "gated" in rows["uni"]
+
+
+@pytest.mark.slow
+def test_plip_transformers_checkpoint_loads_into_open_clip_with_the_same_outputs(tmp_path):
+    """PLIP ships a transformers CLIPModel: one built with random weights and ViT-B/32 sizes, saved in that layout,
+    gives through our loader (renamed into open_clip's CLIP) the image and text embeddings transformers gives."""
+    transformers = pytest.importorskip("transformers")
+    config = transformers.CLIPConfig(
+        text_config={"hidden_size": 512, "intermediate_size": 2048, "num_attention_heads": 8,
+                     "num_hidden_layers": 12, "max_position_embeddings": 77, "vocab_size": 49408,
+                     "hidden_act": "quick_gelu"},
+        vision_config={"hidden_size": 768, "intermediate_size": 3072, "num_attention_heads": 12,
+                       "num_hidden_layers": 12, "image_size": 224, "patch_size": 32, "hidden_act": "quick_gelu"},
+        projection_dim=512)
+    torch.manual_seed(3)
+    reference = transformers.CLIPModel(config).eval()
+    torch.save(reference.state_dict(), tmp_path / "pytorch_model.bin")
+    backbone = build_backbone("plip", weights=str(tmp_path))
+    images = torch.rand(2, 3, 224, 224)
+    prompts = ["an H&E image of tumor.", "stroma"]
+    tokens = backbone.text.tokenizer(prompts)
+    with torch.no_grad():
+        expected_text = reference.get_text_features(input_ids=tokens)
+        expected_image = reference.get_image_features(pixel_values=images)
+        torch.testing.assert_close(backbone.pooled_features(images), getattr(expected_image, "pooler_output",
+                                                                             expected_image), atol=1e-4, rtol=1e-4)
+        torch.testing.assert_close(torch.from_numpy(backbone.text.encode(prompts, torch.device("cpu"))),
+                                   getattr(expected_text, "pooler_output", expected_text), atol=1e-4, rtol=1e-4)
+    assert backbone.text.logit_scale == pytest.approx(float(reference.logit_scale.detach().exp()))
