@@ -7,12 +7,15 @@ code 2; unexpected errors are one line and exit code 1; `--debug` shows the trac
 import argparse
 import gc
 import os
-import shlex
 import select
+import shlex
+import signal
 import sys
+import threading
 
 from evalsuite.commands import COMMAND_MODULES
-from evalsuite.errors import EXIT_BROKEN_PIPE, EXIT_INTERNAL, EXIT_INTERRUPTED, EvalsuiteError, one_line
+from evalsuite.errors import (EXIT_BROKEN_PIPE, EXIT_INTERNAL, EXIT_INTERRUPTED, EXIT_TERMINATED, EvalsuiteError,
+                              one_line)
 
 # Longest name a run puts under --out: runs/.<run id>.<probe>.seed<N>.reliability.png.<pid>.tmp, cache/<key>/...
 OUT_ROOM_BYTES = 256
@@ -50,8 +53,19 @@ def _quiet_after_broken_pipe() -> int:
     return EXIT_BROKEN_PIPE
 
 
+class Terminated(KeyboardInterrupt):
+    """SIGTERM outside an extraction (which stops after its chunk instead: features/extract.py), as Ctrl-C: the
+    command stops where it is, says how to resume, and exits 143 (128 + SIGTERM)."""
+
+
+def _terminated(_signum, _frame):
+    raise Terminated
+
+
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
+    resumable = _resumed_work(args) is not None and threading.current_thread() is threading.main_thread()
+    previous = signal.signal(signal.SIGTERM, _terminated) if resumable else None
     try:
         _check_paths(args)
         args.handler(args)
@@ -65,11 +79,14 @@ def main(argv: list[str] | None = None) -> int:
             raise
         print(f"evalsuite: error: {one_line(exc)}", file=sys.stderr)
         return exc.exit_code
-    except KeyboardInterrupt:
-        print(_interrupted_line(args, argv), file=sys.stderr)
-        return EXIT_INTERRUPTED
+    except KeyboardInterrupt as exc:
+        print(_interrupted_line(args, argv, isinstance(exc, Terminated)), file=sys.stderr)
+        return EXIT_TERMINATED if isinstance(exc, Terminated) else EXIT_INTERRUPTED
     except Exception as exc:  # noqa: BLE001 - one line for users; --debug shows the traceback
         return _internal_error(args, exc)
+    finally:
+        if previous is not None:
+            signal.signal(signal.SIGTERM, previous)
     return 0
 
 
@@ -88,13 +105,19 @@ _RESUMABLE = {"run": "finished chunks of the feature caches are kept", "robustne
               "sweep run": "finished cells are kept"}
 
 
-def _interrupted_line(args, argv) -> str:
+def _resumed_work(args) -> str | None:
+    """What of the command's work an interrupt keeps, or None for a command that has nothing to resume."""
     name = getattr(args.handler, "__module__", "").rsplit(".", 1)[-1]
-    kept = _RESUMABLE.get(f"{name} {args.action}" if name == "sweep" else name)
+    return _RESUMABLE.get(f"{name} {getattr(args, 'action', '')}" if name == "sweep" else name)
+
+
+def _interrupted_line(args, argv, terminated: bool = False) -> str:
+    stopped = "terminated (SIGTERM)" if terminated else "interrupted"
+    kept = _resumed_work(args)
     if kept is None:
-        return "evalsuite: interrupted"
+        return f"evalsuite: {stopped}"
     command = shlex.join(["evalsuite", *(sys.argv[1:] if argv is None else argv)])
-    return f"evalsuite: interrupted; {kept}: `{command}` resumes"
+    return f"evalsuite: {stopped}; {kept}: `{command}` resumes"
 
 
 def _internal_error(args, exc: Exception) -> int:

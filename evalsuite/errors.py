@@ -4,6 +4,7 @@ EXIT_INTERNAL = 1  # a bug: the CLI says "internal error" (rerun with --debug fo
 EXIT_USER = 2  # bad input or environment: the message says what to do
 EXIT_REFUSE = 3  # the RAM budget gate refused the run (`evalsuite budget`, `run`); job scripts gate on it
 EXIT_INTERRUPTED = 130  # Ctrl-C (128 + SIGINT), as shells report it
+EXIT_TERMINATED = 143  # SIGTERM outside an extraction (128 + SIGTERM): stopped where it was, the same command resumes
 EXIT_BROKEN_PIPE = 141  # the reader of stdout left (`| head`): 128 + SIGPIPE, what `yes | head -1` gives `yes`
 EXIT_SWEEP_INCOMPLETE = 4  # `evalsuite sweep run`: some cells failed (the summary names them); the others are done
 EXIT_SWEEP_WAITING = 5  # `evalsuite sweep run` here: no cell failed, but some are queued or running elsewhere

@@ -85,3 +85,19 @@ def test_an_interrupted_sweep_prints_the_command_that_resumes_it(tmp_path, monke
     assert captured.out.splitlines()[0].startswith("sweep grid: 1 cells (1 models x 1 tasks, 1 seed(s)): 0 done")
     assert captured.err.strip().splitlines()[-1] == (f"evalsuite: interrupted; finished cells are kept: `evalsuite "
                                                      f"sweep run {sweep}` resumes")
+
+
+def test_a_terminated_run_prints_the_command_that_resumes_it(tmp_path, monkeypatch, capsys):
+    """SIGTERM outside an extraction (which stops after its chunk, exit 75) stopped the process without a word."""
+    import os
+    import signal
+
+    def terminated(config, builds=None):
+        os.kill(os.getpid(), signal.SIGTERM)
+
+    monkeypatch.setattr(runner, "run", terminated)
+    previous = signal.getsignal(signal.SIGTERM)
+    assert cli.main([*RUN, "--out", str(tmp_path)]) == 143
+    assert capsys.readouterr().err.strip().splitlines()[-1].startswith(
+        "evalsuite: terminated (SIGTERM); finished chunks of the feature caches are kept: `evalsuite run --task demo")
+    assert signal.getsignal(signal.SIGTERM) is previous  # the handler is the command's only
