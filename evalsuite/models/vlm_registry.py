@@ -9,7 +9,7 @@ PLIP ships a transformers CLIPModel checkpoint: its keys are renamed into open_c
 
 Models the issue names that have no entry, and why (docs/zeroshot.md says what each needs): CONCH v1 ships as
 MahmoodLab's `conch` package (GitHub only, not on PyPI) with its own CoCa code, MUSK as the `musk` package
-(GitHub only) built on timm + transformers' XLM-Roberta tokenizer files from its hub repository, and KEEP as a
+(GitHub only) built on timm and torchscale with an XLM-Roberta sentencepiece tokenizer it ships, and KEEP as a
 transformers model with `trust_remote_code` (code downloaded from its hub repository at load time).
 """
 
