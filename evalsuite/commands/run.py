@@ -13,7 +13,7 @@ def add_parser(commands, common) -> None:
     run.add_argument("--seed", type=int, default=0, help="probe seed, 0 to 4294967295 (default 0)")
     run.add_argument("--seeds", help="comma-separated probe seeds, e.g. 0,1,2,3,4: probes are trained and scored "
                                      "once per seed, one set of leaderboard rows each (overrides --seed)")
-    run.add_argument("--label", help="the leaderboard's model column, up to 100 letters, digits, '_', '.' or '-' "
+    run.add_argument("--label", help="the leaderboard's model column, up to 100 letters, digits, '_', '.', '+' or '-' "
                                       "(default: the model's name, with +random-init or +<weights file stem>); tells "
                                       "checkpoints of one architecture apart")
     run.add_argument("--plots", action="store_true",
@@ -47,7 +47,7 @@ def main(args) -> None:
 
     probes = [p.strip() for p in args.probes.split(",") if p.strip()] if args.probes else []
     if args.label is not None:  # a cell of every table: a line break or comma would break them
-        check_identifier(args.label, "--label", "uni2-h-ft")
+        check_identifier(args.label, "--label", "uni2-h-ft", label=True)
     # Flags are checked before the heavy imports.
     config = run_config(args, probes=probes, seeds=_seeds(args), plots=args.plots, label=args.label)
     from evalsuite.runtime.stages import say

@@ -4,7 +4,8 @@ sweep names, and model labels (`run --label`, a sweep's `models[].name`).
 Up to 100 letters, digits, '_', '.' or '-', starting with a letter or digit. A line break in a label broke every
 table, the status grid and the Markdown report; a space or a comma breaks a CSV cell or a column; `.` and `..`
 name the current folder and its parent, not a new one; a leading '-' reads as an option and a leading '.' hides
-the folder it names.
+the folder it names. Model labels may also hold '+': the labels a run gives by default are `<model>+random-init` and
+`<model>+<weights file stem>`, and a sweep names its models the same way to match them.
 """
 
 import re
@@ -12,19 +13,18 @@ import re
 from evalsuite.errors import EvalsuiteError
 
 MAX_IDENTIFIER_CHARS = 100
-IDENTIFIER = re.compile(rf"[A-Za-z0-9][A-Za-z0-9_.-]{{0,{MAX_IDENTIFIER_CHARS - 1}}}")
-_ALLOWED_CHARACTER = re.compile(r"[A-Za-z0-9_.-]")
 RULE = (f"an identifier of up to {MAX_IDENTIFIER_CHARS} letters, digits, '_', '.' or '-' that starts with a letter "
         "or digit")
 
 
-def identifier_problem(name: str) -> str | None:
-    """Why `name` is not an identifier, in a few words; None when it is one."""
-    if IDENTIFIER.fullmatch(name):
+def identifier_problem(name: str, extra: str = "") -> str | None:
+    """Why `name` is not an identifier (with the characters `extra` allowed too), in a few words; None when it is."""
+    allowed = "A-Za-z0-9_." + extra + "-"  # "-" last: a literal, not a range
+    if re.fullmatch(rf"[A-Za-z0-9][{allowed}]{{0,{MAX_IDENTIFIER_CHARS - 1}}}", name):
         return None
     if not name:
         return "it is empty"
-    odd = next((char for char in name if not _ALLOWED_CHARACTER.fullmatch(char)), None)
+    odd = next((char for char in name if not re.fullmatch(rf"[{allowed}]", char)), None)
     if odd is not None:
         return f"it holds {odd!r}"  # repr: a line break shows as '\n', so the message stays one line
     if len(name) > MAX_IDENTIFIER_CHARS:
@@ -32,14 +32,15 @@ def identifier_problem(name: str) -> str | None:
     return f"it starts with {name[0]!r}"
 
 
-def check_identifier(name, where: str, example: str) -> str:
+def check_identifier(name, where: str, example: str, label: bool = False) -> str:
     """`name` when it is an identifier, else a one-line EvalsuiteError: `where` names the field ("sweep file F:
-    name"), `example` is a name that would do."""
+    name"), `example` is a name that would do. `label`: a model label, which may also hold '+'."""
     name = str(name)
     if name in (".", ".."):
         raise EvalsuiteError(f"{where} {name!r} is refused: '.' and '..' name a folder and its parent, not a new "
                              f"one; choose a name such as {example}")
-    problem = identifier_problem(name)
+    problem = identifier_problem(name, "+" if label else "")
     if problem:
-        raise EvalsuiteError(f"{where} must be {RULE} (e.g. {example}), got {name!r}: {problem}")
+        rule = RULE.replace("'.' or '-'", "'.', '+' or '-'") if label else RULE
+        raise EvalsuiteError(f"{where} must be {rule} (e.g. {example}), got {name!r}: {problem}")
     return name

@@ -141,7 +141,7 @@ def _model(item, path: Path, base: Path) -> ModelEntry:
         raise EvalsuiteError(f"sweep file {path}: weights of '{item['name']}' not found: {_resolved(weights, base)}")
     label = str(item.get("name") or model)
     if item.get("name"):  # the leaderboard's model column, a cell of every table and of the status grid
-        check_identifier(label, f"sweep file {path}: models[].name", "uni2-h-ft")
+        check_identifier(label, f"sweep file {path}: models[].name", "uni2-h-ft", label=True)
     elif CONTROL_CHARACTERS.search(model) or " " in model:  # a plain model labels itself
         raise EvalsuiteError(f"sweep file {path}: model {model!r} is not a model name (it holds a space or a line "
                              "break); write the registry, timm or hf-hub:ORG/NAME name")

@@ -547,8 +547,8 @@ def test_slurm_cpus_on_node_in_slurms_repeated_count_form_is_read(tmp_path):
 # ---- issue 40: labels and names follow the identifier rule -------------------------------------------------------
 
 @pytest.mark.parametrize("label, fragment", [
-    ("x\ny", "--label must be an identifier of up to 100 letters, digits, '_', '.' or '-' that starts with a "
-             "letter or digit (e.g. uni2-h-ft), got 'x\\ny': it holds '\\n'"),
+    ("x\ny", "--label must be an identifier of up to 100 letters, digits, '_', '.', '+' or '-' that starts with "
+             "a letter or digit (e.g. uni2-h-ft), got 'x\\ny': it holds '\\n'"),
     ("my model", "got 'my model': it holds ' '"),
     ("..", "--label '..' is refused: '.' and '..' name a folder and its parent"),
 ], ids=["line-break", "space", "dot-dot"])

@@ -346,3 +346,13 @@ def test_sweep_element_on_a_file_that_is_no_plan_says_so(folder, plan, fragments
     result = run_cli("sweep", "element", path, "3", cwd=folder, timeout=120)
     assert_one_line_error(result, str(path), *fragments)
     assert result.returncode == EXIT_USER and "no element 3" not in result.stderr
+
+
+def test_a_model_label_may_hold_a_plus_as_the_default_labels_do(tmp_path):
+    """`<model>+random-init` is the label a run gives by default: a sweep naming its model so must be accepted (the
+    identifier rule refused it for a while, issue 40), and `run --label` takes it too."""
+    from evalsuite.storage.names import check_identifier
+
+    assert check_identifier("efficientnet_lite0_imagenet+random-init", "--label", "x", label=True)
+    with pytest.raises(Exception, match="it holds '\\+'"):
+        check_identifier("pathology+2026", "sweep file F: name", "pathology-2026")  # a folder name: no '+'
