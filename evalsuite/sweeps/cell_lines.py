@@ -6,6 +6,7 @@ masks) costs many times a tile cell, so a sweep that started with a cheap cell p
 A cell not yet seen is estimated from finished cells of its task, else of its task kind, else of all of them.
 """
 
+import collections
 import functools
 import statistics
 
@@ -27,9 +28,7 @@ def task_kind(task: str) -> str:
 def plan_line(sweep, cells: list, busy: set, done: set, pending: list) -> str:
     """`sweep NAME: N cells (M models x T tasks, S seeds): D done, B queued or running elsewhere, R to run (by
     kind: ...)`, said before the first cell."""
-    kinds = {}
-    for cell in pending:
-        kinds[task_kind(cell.task.task)] = kinds.get(task_kind(cell.task.task), 0) + 1
+    kinds = collections.Counter(task_kind(cell.task.task) for cell in pending)
     by_kind = f" ({', '.join(f'{kind} {count}' for kind, count in sorted(kinds.items()))})" if kinds else ""
     return (f"sweep {sweep.name}: {len(cells)} cells ({len(sweep.models)} models x {len(sweep.tasks)} tasks, "
             f"{len(sweep.seeds)} seed(s)): {len(done)} done, {len(busy)} queued or running elsewhere, "

@@ -19,9 +19,9 @@ from evalsuite.models.reuse import ReusedBuilds
 from evalsuite.reporting.commit import repair_half_commits
 from evalsuite.runner import run
 from evalsuite.sweeps.cell_lines import TimeLeft, headline, plan_line
-from evalsuite.sweeps.cells import done_pairs, leaderboard_rows, missing_runs, sweep_dir, weights_ids
+from evalsuite.sweeps.cells import done_pairs, leaderboard_rows, missing_runs, out_error, sweep_dir, weights_ids
 from evalsuite.sweeps.liveness import CellHeld, hold
-from evalsuite.sweeps.state import lock_path, log_path, mark, out_error
+from evalsuite.sweeps.state import lock_path, log_path, mark
 from evalsuite.sweeps.status import cell_states
 
 
