@@ -17,7 +17,7 @@ import torch
 from evalsuite.errors import EvalsuiteError
 from evalsuite.models import checkpoints
 from evalsuite.models.vlm_adapters import hf_clip_to_open_clip, is_hf_clip
-from evalsuite.models.vlm_registry import VLMSpec
+from evalsuite.models.vlm_registry import OPEN_CLIP, VLMSpec
 
 TEXT_BATCH_PROMPTS = 256  # prompts per text forward: a card's prompt set is tens to hundreds of prompts
 
@@ -55,9 +55,16 @@ class TextTower:
         self.clip.to(device)
         out = []
         for start in range(0, len(texts), TEXT_BATCH_PROMPTS):
-            tokens = self.tokenizer(texts[start:start + TEXT_BATCH_PROMPTS]).to(device)
+            tokens = _to_device(self.tokenizer(texts[start:start + TEXT_BATCH_PROMPTS]), device)
             out.append(self.clip.encode_text(tokens).float().cpu().numpy())
         return np.concatenate(out)
+
+
+def _to_device(tokens, device: torch.device):
+    """A tokenizer's output on `device`: a tensor of token ids, or a dict of tensors (ids and a padding mask)."""
+    if isinstance(tokens, dict):
+        return {name: value.to(device) for name, value in tokens.items()}
+    return tokens.to(device)
 
 
 def build_vlm(spec: VLMSpec, weights: str | None, random_init: bool, seed: int) -> dict:
@@ -66,14 +73,22 @@ def build_vlm(spec: VLMSpec, weights: str | None, random_init: bool, seed: int) 
         raise EvalsuiteError(f"model '{spec.name}' needs --weights FILE (an {spec.library} state dict: "
                              f"{spec.checkpoint_layout}; e.g. open_clip_pytorch_model.bin of "
                              f"{spec.pretrained_cfg.hub_repo}) or --random-init; docs/zeroshot.md says how to get it")
-    clip, tokenizer = create_open_clip(spec, seed)
-    weights_id = load_open_clip_weights(clip, weights) if weights else f"random-init:seed{seed}"
+    create, load = _builders(spec.library)
+    clip, tokenizer = create(spec, seed)
+    weights_id = load(clip, weights) if weights else f"random-init:seed{seed}"
     clip.eval().requires_grad_(False)
     cfg = spec.pretrained_cfg
     data_config = {"input_size": (3, cfg.input_size_px, cfg.input_size_px), "interpolation": cfg.interpolation,
                    "mean": cfg.mean, "std": cfg.std}
     return {"model": ImageTower(clip, spec.embed_dim).eval(), "embed_dim": spec.embed_dim,
             "data_config": data_config, "weights_id": weights_id, "text": TextTower(clip, tokenizer, spec)}
+
+
+def _builders(library: str):
+    """(create(spec, seed) -> (model, tokenizer), load(model, weights) -> weights id) for `library`. A model is an
+    nn.Module with `encode_image(images)`, `encode_text(tokens)` and a `logit_scale` parameter (log of the scale);
+    a tokenizer maps a list of prompts to what its `encode_text` takes."""
+    return {OPEN_CLIP: (create_open_clip, load_open_clip_weights)}[library]
 
 
 def create_open_clip(spec: VLMSpec, seed: int):
