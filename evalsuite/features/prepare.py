@@ -88,7 +88,7 @@ def _key_fields(config, card, reader, backbone, split: str, precision: str) -> d
     slides = slide_key_fields(config, card, reader, split) if KINDS[card.kind].bags else {}
     return {**slides,
         "model": backbone.name, "weights_id": backbone.weights_id,
-        "transform": describe_transform(backbone.data_config), "card": card.name, "card_sha256": card.sha256,
+        "transform": describe_transform(backbone.data_config), "card": card.name, "card_sha256": card.features_sha256,
         "data_root": str(resolve_data_root(card, config.data_root).resolve()), "split": split,
         "feature": KINDS[card.kind].feature, "dtype": "float16", "precision": precision,
         **({"layers": list(dense_layers(card))} if KINDS[card.kind].dense else {}),

@@ -4,6 +4,8 @@ A card names its reader and the reader's arguments, the classes, the splits, the
 used to select probe hyper-parameters on val, and the probes run by default.
 """
 
+import hashlib
+import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -13,6 +15,7 @@ from evalsuite.tasks.kinds import DEFAULT_LAYERS, KINDS
 from evalsuite.tasks.resources import cards_dir, find_yaml, read_yaml_mapping
 
 REQUIRED_SPLITS = ("train", "val", "test")
+PROMPTS_FIELD = "zeroshot"  # the card's zero-shot prompts (evalsuite.probes.class_texts)
 
 
 @dataclass(frozen=True)
@@ -27,6 +30,9 @@ class TaskCard:
     probes: list
     path: Path
     sha256: str
+    # What cached image features depend on: the card without its zero-shot prompts, so a card that gains or edits
+    # prompts keeps its image caches (the text cache keys the prompts themselves).
+    features_sha256: str = ""
     description: str = ""
     data_root: str | None = None
     classes_closed: bool = False  # a class folder on disk that is not in `classes` is an error, not a note
@@ -54,6 +60,11 @@ def load_card(task: str) -> TaskCard:
     path = find_card(task)
     raw, sha256 = read_yaml_mapping(path, "task card")
     return _card_from_mapping(raw, path, sha256)
+
+
+def _features_sha256(raw: dict) -> str:
+    fields = {k: v for k, v in raw.items() if k != PROMPTS_FIELD}
+    return hashlib.sha256(json.dumps(fields, sort_keys=True, default=str).encode()).hexdigest()
 
 
 def _field(raw: dict, path: Path, name: str, kind: type, required: bool = True):
@@ -123,6 +134,7 @@ def _card_from_mapping(raw: dict, path: Path, sha256: str) -> TaskCard:
         probes=probes,
         path=path.resolve(),
         sha256=sha256,
+        features_sha256=_features_sha256(raw),
         description=_field(raw, path, "description", str, required=False) or "",
         data_root=_field(raw, path, "data_root", str, required=False),
         classes_closed=bool(_field(raw, path, "classes_closed", bool, required=False)),
