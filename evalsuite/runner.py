@@ -26,6 +26,7 @@ from evalsuite.probes._validate import (check_regression_splits, check_two_class
                                         regression_target_names)
 from evalsuite.probes.base import SplitScoringProbe
 from evalsuite.probes.recipes import checked_recipes
+from evalsuite.probes.retrieval_texts import with_retrieval_texts
 from evalsuite.readers import build_reader
 from evalsuite.reporting.commit import commit_run
 from evalsuite.reporting.folds import fold_split, merge_folds, merged_sizes
@@ -67,6 +68,7 @@ def _run(config: RunConfig, dist, device, builds=None) -> dict | None:
     use_threads(config.threads)
     card, reader, backbone = build_task_and_backbone(config, builds)
     recipes = checked_recipes(config, card, split_aliases(reader), backbone, device)
+    recipes = with_retrieval_texts(recipes, card, reader, backbone, config.out_dir, device)  # captions: the reader's
     test_sites = _test_sites(card, reader)  # a card's `group` column must exist before hours of extraction
     folds = getattr(reader, "cv_folds", None)  # cross-validated tasks (HEST) run fold by fold, each checked first
     for fold in range(folds or 1):

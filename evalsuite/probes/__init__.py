@@ -13,6 +13,7 @@ from evalsuite.probes.retrieval import RetrievalProbe
 from evalsuite.probes.ridge import HestRidgeProbe, RidgeProbe
 from evalsuite.probes.seg_linear import SegLinearProbe
 from evalsuite.probes.seg_masktransformer import SegMaskTransformerProbe
+from evalsuite.probes.text_retrieval import TextRetrievalProbe
 from evalsuite.probes.zeroshot import ZeroShotProbe
 
 PROBES = {
@@ -27,4 +28,5 @@ PROBES = {
     "ridge": RidgeProbe,
     "ridge_hest": HestRidgeProbe,
     "zeroshot": ZeroShotProbe,
+    "text_retrieval": TextRetrievalProbe,
 }

@@ -4,7 +4,8 @@ Columns (header row, comma-separated, UTF-8):
 - `image_path`: the tile image, relative to the folder holding the CSV (or absolute);
 - `label`: one of the card's classes;
 - optional `split` (one of the card's splits; all rows or none), `patient` (tiles of one patient stay in
-  one split and form one bootstrap cluster; default: the tile is its own unit) and any other columns,
+  one split and form one bootstrap cluster; default: the tile is its own unit), `caption` (a text describing
+  the tile, read by the text_retrieval probe; `caption_column` names another column) and any other columns,
   such as the one a card's `group` names (e.g. `site`), which `groups_of(split, column)` hands out.
 
 Without a `split` column the patients are dealt into `folds` seeded folds and fold `test_fold` is
@@ -27,7 +28,7 @@ REQUIRED = ("image_path", "label")
 class TileCsvReader(FileListReader):
     def __init__(self, card, data_root, check_counts: bool = True, manifest: str = "tiles.csv", folds: int = 5,
                  test_fold: int = 0, val_fraction: float = 0.2, seed: int = 0, preprocess: str = "resize",
-                 crop_px: int | None = None):
+                 crop_px: int | None = None, caption_column: str | None = None):
         # check_counts: a user cohort has no official split sizes; accepted for a uniform interface.
         super().__init__(card, preprocess, crop_px)
         self.manifest_path = Path(data_root) / manifest
@@ -37,6 +38,7 @@ class TileCsvReader(FileListReader):
         if card.group is not None and card.group not in columns:
             raise EvalsuiteError(f"tile manifest {self.manifest_path} has no column '{card.group}', which task card "
                                  f"{card.path} names in 'group'; add the column or fix the card")
+        self.caption_column = _caption_column(caption_column, columns, self.manifest_path, card)
         parsed = self._parse(rows, "split" in columns)
         records = assign_splits(parsed, int(folds), int(test_fold), val_fraction, seed)
         self._check_patients(records)
@@ -91,6 +93,17 @@ class TileCsvReader(FileListReader):
         self.split_from_masks([r.path for r in records], labels, masks, groups=patients)
         self.interval_unit = "patient" if has_patient else "tile"
         self.split_rows = {split: [rows[i] for i in np.flatnonzero(mask)] for split, mask in masks.items()}
+        self.split_lines = {split: [int(i) + 2 for i in np.flatnonzero(mask)] for split, mask in masks.items()}
+
+    def captions(self, split: str) -> list:
+        """The caption of each tile of `split`, in dataset order; an empty one is refused with its line."""
+        self.check_split(split, self.split_rows)
+        captions = [(row.get(self.caption_column) or "").strip() for row in self.split_rows[split]]
+        for caption, line in zip(captions, self.split_lines[split]):
+            if not caption:
+                raise EvalsuiteError(f"tile manifest {self.manifest_path} line {line}: empty '{self.caption_column}' "
+                                     f"(the caption column); every {split} tile needs a caption")
+        return captions
 
     def groups_of(self, split: str, column: str) -> list:
         """The manifest's `column` value of each tile of `split`, in dataset order."""
@@ -99,6 +112,14 @@ class TileCsvReader(FileListReader):
             raise EvalsuiteError(f"tile manifest {self.manifest_path} has no column '{column}', which task card "
                                  f"{self.card.path} names in 'group'; add the column or fix the card")
         return [(row.get(column) or "").strip() for row in self.split_rows[split]]
+
+
+def _caption_column(asked: str | None, columns: set, manifest: Path, card) -> str | None:
+    """The manifest's caption column: `caption` where present, or the one reader.args.caption_column names."""
+    if asked is not None and asked not in columns:
+        raise EvalsuiteError(f"tile manifest {manifest} has no column '{asked}', which task card {card.path} names in "
+                             "reader.args.caption_column; add the column or fix the card")
+    return asked or ("caption" if "caption" in columns else None)
 
 
 def read_tile_rows(path: Path) -> tuple[list[dict], set]:

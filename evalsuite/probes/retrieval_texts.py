@@ -1,0 +1,73 @@
+"""The texts the text_retrieval probe ranks against the test images, chosen and checked before any image forward.
+
+Which texts (docs/zeroshot.md, "Text-image retrieval"): a card whose reader has captions for the test images (the
+tile_csv reader's `caption` column, or the column `reader.args.caption_column` names) uses them, one per image;
+any other card uses its `zeroshot:` block's class texts, one prompt-ensembled embedding per class (the first
+template set where the block has several: nothing is chosen on val). Both are encoded through the text cache
+(evalsuite.features.text_cache), so a second run encodes nothing.
+"""
+
+import dataclasses
+
+import numpy as np
+
+from evalsuite.errors import EvalsuiteError
+from evalsuite.features.text_cache import cached_text_embeddings
+from evalsuite.probes import PROBES
+from evalsuite.probes.class_texts import ensemble_class_embeddings, prompt_sets
+from evalsuite.probes.text_retrieval import CAPTIONS, CLASS_TEXTS, check_ks_fit, checked_ks
+
+
+@dataclasses.dataclass(frozen=True)
+class RetrievalTexts:
+    embeddings: np.ndarray  # float32 [texts, dim], L2-normalised
+    source: str  # CAPTIONS or CLASS_TEXTS
+    params: dict  # what the run's selected_params record about them
+
+
+def _reads_texts(recipe) -> bool:
+    return getattr(PROBES[recipe.probe], "reads_retrieval_texts", False)
+
+
+def with_retrieval_texts(recipes: list, card, reader, backbone, out_dir, device) -> list:
+    """`recipes` with the texts in the context of those whose probe reads them; refuses a non-VLM model, a card
+    without texts and a k above the test images before anything is extracted."""
+    if not any(_reads_texts(r) for r in recipes):
+        return recipes
+    if getattr(backbone, "text", None) is None:
+        raise EvalsuiteError(f"probe text_retrieval needs a vision-language model (a text tower): '{backbone.name}' "
+                             "has none; use --model clip-vit-b-16 (`evalsuite list models`, kind vision-language)")
+    captions = reader.captions("test") if getattr(reader, "caption_column", None) else None
+    texts = (_caption_texts(captions, reader.caption_column, backbone, out_dir, device) if captions is not None
+             else _class_texts(card, backbone, out_dir, device))
+    test_images = len(reader.dataset("test", None).labels)
+    for recipe in filter(_reads_texts, recipes):
+        where = f"probe recipe {recipe.path}"
+        check_ks_fit(checked_ks(recipe.params.get("ks", [1]), where), test_images, where)
+    return [dataclasses.replace(r, context={"texts": texts}) if _reads_texts(r) else r for r in recipes]
+
+
+def _normalised(rows) -> np.ndarray:
+    rows = np.asarray(rows, dtype=np.float32)
+    return rows / np.linalg.norm(rows, axis=1, keepdims=True)
+
+
+def _caption_texts(captions: list, column: str, backbone, out_dir, device) -> RetrievalTexts:
+    rows, key = cached_text_embeddings(out_dir, backbone, captions, device)
+    return RetrievalTexts(_normalised(rows), CAPTIONS,
+                          {"texts": CAPTIONS, "caption_column": column, "captions": len(captions),
+                           "text_cache_key": key})
+
+
+def _class_texts(card, backbone, out_dir, device) -> RetrievalTexts:
+    if not isinstance(card.extra.get("zeroshot"), dict):
+        raise EvalsuiteError(f"task card {card.path}: probe text_retrieval needs texts: a `zeroshot:` block (class "
+                             "names and templates, docs/zeroshot.md) or test captions (a `caption` column in a "
+                             "tile_csv manifest)")
+    first, *others = prompt_sets(card)
+    rows, key = cached_text_embeddings(out_dir, backbone, first.texts, device)
+    classes = ensemble_class_embeddings(rows, first.prompt_class, card.num_classes)
+    return RetrievalTexts(_normalised(classes), CLASS_TEXTS,
+                          {"texts": CLASS_TEXTS, "prompt_set": first.name, "prompts": len(first.texts),
+                           "prompt_source": str(card.extra["zeroshot"].get("source", "")), "text_cache_key": key,
+                           **({"prompt_sets_not_used": [s.name for s in others]} if others else {})})
