@@ -26,13 +26,34 @@ def forward_cost(backbone) -> dict:
     flops, counted_on = _meta_flops(backbone, height, width), "meta"
     if flops is None:
         flops, counted_on = _real_flops(backbone, height, width), "device"
-    return {"gflops_per_image": float(f"{flops / FLOPS_PER_GFLOP:.6g}"), "params": parameter_count(backbone.model),
+    params = image_parameter_count(backbone) if getattr(backbone.model, "has_text_tower", False) else None
+    return {"gflops_per_image": float(f"{flops / FLOPS_PER_GFLOP:.6g}"),
+            "params": params or parameter_count(backbone.model),
             "input_size_px": [int(height), int(width)], "counted_on": counted_on}
 
 
 def parameter_count(model: torch.nn.Module) -> int:
     """Parameters of `model`, a tensor shared by two layers counted once (parameters() yields it once)."""
     return int(sum(math.prod(p.shape) for p in model.parameters()))
+
+
+def image_parameter_count(backbone) -> int | None:
+    """Parameters the image forward uses, for a vision-language model whose module also holds its text tower (the
+    text tower costs nothing per image): those that get a gradient from one image forward, run on meta tensors.
+    None where that cannot run on meta (the caller counts every parameter)."""
+    forward = _Forward(backbone)
+    params = dict(forward.named_parameters())
+    meta = {name: torch.empty_like(t, device="meta").requires_grad_(t.is_floating_point())
+            for name, t in params.items()}
+    meta.update({name: torch.empty_like(t, device="meta") for name, t in forward.named_buffers()})
+    _, height, width = backbone.data_config["input_size"]
+    image = torch.zeros(1, 3, height, width, dtype=_float_dtype(params.values()), device="meta")
+    try:
+        with torch.enable_grad():
+            torch.func.functional_call(forward, meta, (image,)).float().sum().backward()
+    except (NotImplementedError, RuntimeError, TypeError, ValueError):
+        return None
+    return int(sum(math.prod(meta[name].shape) for name in params if meta[name].grad is not None))
 
 
 class _Forward(torch.nn.Module):

@@ -25,6 +25,8 @@ TEXT_BATCH_PROMPTS = 256  # prompts per text forward: a card's prompt set is ten
 class ImageTower(torch.nn.Module):
     """The model's image encoder as a backbone module: forward gives `encode_image` ([batch, embed_dim])."""
 
+    has_text_tower = True  # its parameters include the text tower's: the cost counts only the image forward's
+
     def __init__(self, clip: torch.nn.Module, embed_dim: int):
         super().__init__()
         self.clip = clip

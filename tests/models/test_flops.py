@@ -3,6 +3,7 @@ a forward that reads values (no meta kernel can run it)."""
 
 from types import SimpleNamespace
 
+import pytest
 import torch
 
 from evalsuite.models.flops import forward_cost
@@ -34,3 +35,32 @@ def test_a_linear_layer_costs_two_flops_per_multiply_add_and_its_parameters_are_
 def test_a_forward_that_reads_values_is_counted_on_real_tensors_to_the_same_figure():
     cost = forward_cost(_backbone(Linear(reads_values=True)))
     assert cost["counted_on"] == "device" and cost["gflops_per_image"] == 960 / 1e9
+
+
+class ImageAndText(torch.nn.Module):
+    """A vision-language module: its forward (the image embedding) never touches the text layer."""
+
+    has_text_tower = True
+
+    def __init__(self):
+        super().__init__()
+        self.image, self.text = torch.nn.Linear(48, 10), torch.nn.Linear(10, 10)
+
+    def forward(self, images):
+        return self.image(images.flatten(1))
+
+
+def test_a_vision_language_model_counts_only_the_parameters_its_image_forward_uses():
+    model = ImageAndText()
+    assert forward_cost(_backbone(model))["params"] == 48 * 10 + 10
+    model.has_text_tower = False  # any other module counts every parameter it holds
+    assert forward_cost(_backbone(model))["params"] == 48 * 10 + 10 + 10 * 10 + 10
+
+
+def test_clips_cost_is_its_image_tower():
+    pytest.importorskip("open_clip")
+    from evalsuite.models.backbones import build_backbone
+
+    backbone = build_backbone("clip-vit-b-16", random_init=True)
+    visual = sum(p.numel() for p in backbone.model.clip.visual.parameters())
+    assert forward_cost(backbone)["params"] == visual < sum(p.numel() for p in backbone.model.parameters())
