@@ -17,8 +17,11 @@ import torch
 from evalsuite.errors import EvalsuiteError
 from evalsuite.models import checkpoints
 from evalsuite.models.vlm_adapters import hf_clip_to_open_clip, is_hf_clip
-from evalsuite.models.vlm_registry import OPEN_CLIP, VLMSpec
+from evalsuite.models.vlm_keep import create_keep, load_keep_weights
+from evalsuite.models.vlm_registry import OPEN_CLIP, TIMM_BERT, VLMSpec
 
+# The file a user downloads for each library's entries (named in the error for a missing --weights).
+_EXAMPLE_FILE = {OPEN_CLIP: "open_clip_pytorch_model.bin", TIMM_BERT: "model.safetensors"}
 TEXT_BATCH_PROMPTS = 256  # prompts per text forward: a card's prompt set is tens to hundreds of prompts
 
 
@@ -73,7 +76,7 @@ def build_vlm(spec: VLMSpec, weights: str | None, random_init: bool, seed: int) 
     """Backbone fields (model, embed_dim, data_config, weights_id, text) for `spec`."""
     if not (weights or random_init):
         raise EvalsuiteError(f"model '{spec.name}' needs --weights FILE (an {spec.library} state dict: "
-                             f"{spec.checkpoint_layout}; e.g. open_clip_pytorch_model.bin of "
+                             f"{spec.checkpoint_layout}; e.g. {_EXAMPLE_FILE.get(spec.library, 'the checkpoint')} of "
                              f"{spec.pretrained_cfg.hub_repo}) or --random-init; docs/zeroshot.md says how to get it")
     create, load = _builders(spec.library)
     clip, tokenizer = create(spec, seed)
@@ -90,7 +93,8 @@ def _builders(library: str):
     """(create(spec, seed) -> (model, tokenizer), load(model, weights) -> weights id) for `library`. A model is an
     nn.Module with `encode_image(images)`, `encode_text(tokens)` and a `logit_scale` parameter (log of the scale);
     a tokenizer maps a list of prompts to what its `encode_text` takes."""
-    return {OPEN_CLIP: (create_open_clip, load_open_clip_weights)}[library]
+    return {OPEN_CLIP: (create_open_clip, load_open_clip_weights),
+            TIMM_BERT: (create_keep, load_keep_weights)}[library]
 
 
 def create_open_clip(spec: VLMSpec, seed: int):

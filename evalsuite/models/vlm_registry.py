@@ -9,19 +9,23 @@ PLIP ships a transformers CLIPModel checkpoint: its keys are renamed into open_c
 
 Models the issue names that have no entry, and why (docs/zeroshot.md says what each needs): CONCH v1 ships as
 MahmoodLab's `conch` package (GitHub only, not on PyPI) with its own CoCa code, MUSK as the `musk` package
-(GitHub only) built on timm and torchscale with an XLM-Roberta sentencepiece tokenizer it ships, and KEEP as a
-transformers model with `trust_remote_code` (code downloaded from its hub repository at load time).
+(GitHub only) built on timm and torchscale with an XLM-Roberta sentencepiece tokenizer it ships.
+
+KEEP ships its model code in its hub repository (`trust_remote_code`); that code only composes timm's ViT-L/16,
+an MLP head and transformers' BertModel, so the entry builds the same parts from those libraries under KEEP's
+module names (models/vlm_keep.py), and never runs or downloads the hub's code.
 """
 
 from dataclasses import dataclass
 
-from evalsuite.models.registry import PretrainedCfg
+from evalsuite.models.registry import IMAGENET_MEAN, IMAGENET_STD, PretrainedCfg
 
 # OpenAI CLIP's pixel statistics (open_clip.constants.OPENAI_DATASET_MEAN / _STD).
 CLIP_MEAN = (0.48145466, 0.4578275, 0.40821073)
 CLIP_STD = (0.26862954, 0.26130258, 0.27577711)
 OPEN_CLIP = "open_clip"
 OPEN_CLIP_REPO = "https://github.com/mlfoundations/open_clip"
+TIMM_BERT = "timm+transformers"  # KEEP: timm's ViT and transformers' BertModel under KEEP's names (models/vlm_keep.py)
 
 
 @dataclass(frozen=True)
@@ -91,6 +95,36 @@ _SPECS = [
         unconfirmed="licence and gating of the hub repository; hidden_act quick_gelu and the ViT-B/32 sizes of its "
                     "config.json (assumed from OpenAI's clip-vit-base-patch32, which PLIP fine-tunes); that its "
                     "tokenizer files are CLIP's BPE vocabulary unchanged",
+    ),
+    VLMSpec(
+        name="keep",
+        # KEEP's modeling_keep.py composes timm's ViT-L/16 (UNI's kwargs), an MLP visual head and transformers'
+        # BertModel; evalsuite.models.vlm_keep builds the same parts from timm and transformers under its names.
+        library=TIMM_BERT, architecture="vit_large_patch16_224 + visual_head MLP + BertModel (BERT-base)",
+        quick_gelu=False,
+        # Its preprocessing: resize the short side to 224 (bicubic), centre crop 224, ImageNet mean/std.
+        pretrained_cfg=PretrainedCfg(hub_id="hf-hub:Astaxanthin/KEEP", input_size_px=224, mean=IMAGENET_MEAN,
+                                     std=IMAGENET_STD, interpolation="bicubic", licence="MIT", gated=None),
+        context_length_tokens=256, embed_dim=768, published_logit_scale=None,
+        tokenizer="BertTokenizerFast (KEEP's vocab.txt, lower-cased), 256 tokens",
+        checkpoint_layout="KEEP's state dict (visual.* timm ViT-L/16, visual_head.0.*, visual_head.2.*, text.* "
+                          "BertModel with pooler, logit_scale), with the repository's vocab.txt beside it",
+        sources=("https://huggingface.co/Astaxanthin/KEEP/blob/e6083675bedca07963774907fadbf019b0f983ac/modeling_keep.py",
+                 "https://huggingface.co/Astaxanthin/KEEP/blame/9ab05d7b22bd0a94e6e5733e36e8198a7df32450/config.json",
+                 "https://huggingface.co/Astaxanthin/KEEP/blob/e6083675bedca07963774907fadbf019b0f983ac/"
+                 "tokenizer_config.json",
+                 "https://github.com/MAGIC-AI4Med/KEEP/blob/56d1905e56a1db0b2620838466cc35fc0478638c/"
+                 "WSI_evaluation/load_keep.py",
+                 "https://github.com/MAGIC-AI4Med/KEEP/blob/9483a766e97097c73467acbbe845ff3f458bceaf/"
+                 "quick_start/keep_inference.py",
+                 "https://github.com/MAGIC-AI4Med/KEEP/blob/2a5fa901dc2b226b8952feaaf88fa1966900d96a/"
+                 "training/configs/keep_config.yml", "https://arxiv.org/abs/2412.13126"),
+        unconfirmed="the hub's later modeling_keep.py revisions (605f24b, 9ab05d7, 06471d0: the GitHub copies of the "
+                    "class, read, agree with d5e7cfd) and config.json at main; the weight file's name and dtype and "
+                    "whether it holds text.embeddings.position_ids (dropped if present); the trained logit scale "
+                    "(read from the file at load); gating (a third-party table lists it as open); which class "
+                    "AutoTokenizer resolves for the hub folder (vocab.txt + do_lower_case read; BERT WordPiece "
+                    "assumed)",
     ),
 ]
 
