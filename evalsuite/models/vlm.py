@@ -15,13 +15,14 @@ import numpy as np
 import torch
 
 from evalsuite.errors import EvalsuiteError
-from evalsuite.models import checkpoints
+from evalsuite.models import checkpoints, vlm_musk
 from evalsuite.models.vlm_adapters import hf_clip_to_open_clip, is_hf_clip
 from evalsuite.models.vlm_keep import create_keep, load_keep_weights
-from evalsuite.models.vlm_registry import OPEN_CLIP, TIMM_BERT, VLMSpec
+from evalsuite.models.vlm_registry import OPEN_CLIP, TIMM_BERT, TORCHSCALE, VLMSpec
 
 # The file a user downloads for each library's entries (named in the error for a missing --weights).
-_EXAMPLE_FILE = {OPEN_CLIP: "open_clip_pytorch_model.bin", TIMM_BERT: "model.safetensors"}
+_EXAMPLE_FILE = {OPEN_CLIP: "open_clip_pytorch_model.bin", TIMM_BERT: "model.safetensors",
+                 TORCHSCALE: "model.safetensors"}
 TEXT_BATCH_PROMPTS = 256  # prompts per text forward: a card's prompt set is tens to hundreds of prompts
 
 
@@ -94,7 +95,8 @@ def _builders(library: str):
     nn.Module with `encode_image(images)`, `encode_text(tokens)` and a `logit_scale` parameter (log of the scale);
     a tokenizer maps a list of prompts to what its `encode_text` takes."""
     return {OPEN_CLIP: (create_open_clip, load_open_clip_weights),
-            TIMM_BERT: (create_keep, load_keep_weights)}[library]
+            TIMM_BERT: (create_keep, load_keep_weights),
+            TORCHSCALE: (vlm_musk.create, vlm_musk.load)}[library]
 
 
 def create_open_clip(spec: VLMSpec, seed: int):

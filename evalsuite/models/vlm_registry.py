@@ -8,8 +8,12 @@ The image tower serves every probe like any other backbone; the text tower serve
 PLIP ships a transformers CLIPModel checkpoint: its keys are renamed into open_clip's CLIP (models/vlm_adapters.py).
 
 Models the issue names that have no entry, and why (docs/zeroshot.md says what each needs): CONCH v1 ships as
-MahmoodLab's `conch` package (GitHub only, not on PyPI) with its own CoCa code, MUSK as the `musk` package
-(GitHub only) built on timm and torchscale with an XLM-Roberta sentencepiece tokenizer it ships.
+MahmoodLab's `conch` package (GitHub only, not on PyPI) with its own CoCa code.
+
+MUSK's code (lilab-stanford/MUSK, GitHub only) is torchscale's BEiT-3 encoder with two bias-free heads; PyPI's
+torchscale 0.3.0 computes the same network, so the entry builds it from torchscale under MUSK's names
+(models/vlm_musk.py). torchscale pins timm<1.0 and is installed outside pip's resolver (no extra can hold it):
+`pip install --no-deps torchscale==0.3.0 fairscale==0.4.0`.
 
 KEEP ships its model code in its hub repository (`trust_remote_code`); that code only composes timm's ViT-L/16,
 an MLP head and transformers' BertModel, so the entry builds the same parts from those libraries under KEEP's
@@ -25,6 +29,8 @@ CLIP_MEAN = (0.48145466, 0.4578275, 0.40821073)
 CLIP_STD = (0.26862954, 0.26130258, 0.27577711)
 OPEN_CLIP = "open_clip"
 OPEN_CLIP_REPO = "https://github.com/mlfoundations/open_clip"
+TORCHSCALE = "torchscale"  # MUSK: torchscale's BEiT3 and two heads under MUSK's names (models/vlm_musk.py)
+MUSK_REPO = "https://github.com/lilab-stanford/MUSK/blob/714b666"  # the commit read for the entry
 TIMM_BERT = "timm+transformers"  # KEEP: timm's ViT and transformers' BertModel under KEEP's names (models/vlm_keep.py)
 
 
@@ -125,6 +131,32 @@ _SPECS = [
                     "(read from the file at load); gating (a third-party table lists it as open); which class "
                     "AutoTokenizer resolves for the hub folder (vocab.txt + do_lower_case read; BERT WordPiece "
                     "assumed)",
+    ),
+    VLMSpec(
+        name="musk",
+        # musk_large_patch16_384 of MUSK's modeling.py: torchscale BEiT-3 (1024 wide, 24 multiway layers, 16 heads,
+        # FFN 4096, patch 16, 384 px, vocabulary 64010), bias-free vision_head and language_head (1024x1024). Its
+        # transform: resize the short side to 384 (bicubic, antialias), centre crop, timm's IMAGENET_INCEPTION_MEAN/STD.
+        library=TORCHSCALE, architecture="torchscale BEiT3 (musk_large_patch16_384) + vision_head/language_head",
+        quick_gelu=False,
+        pretrained_cfg=PretrainedCfg(hub_id="hf-hub:xiangjx/musk", input_size_px=384, mean=(0.5, 0.5, 0.5),
+                                     std=(0.5, 0.5, 0.5), interpolation="bicubic", licence="CC-BY-NC-ND-4.0",
+                                     gated=True),
+        context_length_tokens=100, embed_dim=1024, published_logit_scale=None,
+        tokenizer="XLMRobertaTokenizer (MUSK's tokenizer.spm), <s> + 98 pieces + </s>, padded to 100 with a mask",
+        checkpoint_layout="MUSK's model.safetensors of xiangjx/musk (beit3.* torchscale BEiT3, multiway .A. image "
+                          "and .B. text; vision_head.weight, language_head.weight, logit_scale), with the "
+                          "repository's tokenizer.spm beside it",
+        sources=("https://huggingface.co/xiangjx/musk", f"{MUSK_REPO}/musk/modeling.py",
+                 f"{MUSK_REPO}/musk/utils.py", f"{MUSK_REPO}/README.md",
+                 f"{MUSK_REPO}/benchmarks/clip_benchmark/cli.py",
+                 f"{MUSK_REPO}/benchmarks/clip_benchmark/metrics/zeroshot_classification.py",
+                 "https://pypi.org/project/torchscale/0.3.0/", "https://www.nature.com/articles/s41586-024-08378-w"),
+        unconfirmed="the hub file's key list (MUSK's code loads it non-strictly; read from the code: 974 keys) and "
+                    "that its image position table is for 384 px (a table of another size is refused, not "
+                    "interpolated as MUSK's loader does); gating as the hub page shows it (the README says users "
+                    "agree to terms); the trained logit scale (read from the file at load); that the hub's "
+                    "tokenizer.spm is the GitHub package's (sha256 6f5e2fef...43f4, on which the ids were checked)",
     ),
 ]
 
