@@ -37,13 +37,13 @@ def with_retrieval_texts(recipes: list, card, reader, backbone, out_dir, device)
     if getattr(backbone, "text", None) is None:
         raise EvalsuiteError(f"probe text_retrieval needs a vision-language model (a text tower): '{backbone.name}' "
                              "has none; use --model clip-vit-b-16 (`evalsuite list models`, kind vision-language)")
-    captions = reader.captions("test") if getattr(reader, "caption_column", None) else None
-    texts = (_caption_texts(captions, reader.caption_column, backbone, out_dir, device) if captions is not None
-             else _class_texts(card, backbone, out_dir, device))
     test_images = len(reader.dataset("test", None).labels)
     for recipe in filter(_reads_texts, recipes):
         where = f"probe recipe {recipe.path}"
         check_ks_fit(checked_ks(recipe.params.get("ks", [1]), where), test_images, where)
+    captions = reader.captions("test") if getattr(reader, "caption_column", None) else None
+    texts = (_caption_texts(captions, reader.caption_column, backbone, out_dir, device) if captions is not None
+             else _class_texts(card, backbone, out_dir, device))
     return [dataclasses.replace(r, context={"texts": texts}) if _reads_texts(r) else r for r in recipes]
 
 
