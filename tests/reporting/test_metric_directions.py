@@ -73,7 +73,19 @@ def _split_scoring_probes() -> set:
     splits = {"train": (features, LABELS), "test": (features, LABELS)}
     fewshot = FewShotProbe(3, shots=(1, 2), support_sets=2).evaluate(splits)
     retrieval = RetrievalProbe(3, ks=(1, 3)).evaluate(splits)
-    return {*fewshot[0], *fewshot[1], *retrieval[0], *retrieval[1]}
+    return {*fewshot[0], *fewshot[1], *retrieval[0], *retrieval[1], *_text_retrieval(splits)}
+
+
+def _text_retrieval(splits: dict) -> set:
+    from evalsuite.probes.retrieval_texts import RetrievalTexts
+    from evalsuite.probes.text_retrieval import CAPTIONS, CLASS_TEXTS, TextRetrievalProbe
+
+    names = set()
+    for source, texts in ((CLASS_TEXTS, 3), (CAPTIONS, len(LABELS))):
+        embeddings = RetrievalTexts(RNG.normal(size=(texts, 4)).astype(np.float32), source, {})
+        means, intervals = TextRetrievalProbe(3, ks=(1, 2), texts=embeddings).evaluate(splits)
+        names |= {*means, *intervals}
+    return names
 
 
 def _robustness_rows() -> set:
