@@ -1,7 +1,7 @@
 """Probes: estimators trained on cached float16 features (scikit-learn style fit/predict_proba).
 
 Every probe takes features through `evalsuite.probes.batches.iter_float32_batches`, so none ever
-holds the whole cache as float32; the slide probes (abmil, meanpool) read one bag of tiles at a time.
+holds the whole cache as float32; the slide probes (abmil, meanpool, mizero) read one bag of tiles at a time.
 """
 
 from evalsuite.probes.abmil import ABMILProbe
@@ -9,6 +9,7 @@ from evalsuite.probes.fewshot import FewShotProbe
 from evalsuite.probes.knn import KNNProbe
 from evalsuite.probes.linear import LinearProbe
 from evalsuite.probes.meanpool import MeanPoolProbe
+from evalsuite.probes.mizero import MIZeroProbe
 from evalsuite.probes.retrieval import RetrievalProbe
 from evalsuite.probes.ridge import HestRidgeProbe, RidgeProbe
 from evalsuite.probes.seg_linear import SegLinearProbe
@@ -29,4 +30,5 @@ PROBES = {
     "ridge_hest": HestRidgeProbe,
     "zeroshot": ZeroShotProbe,
     "text_retrieval": TextRetrievalProbe,
+    "mizero": MIZeroProbe,
 }

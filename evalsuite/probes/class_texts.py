@@ -1,6 +1,6 @@
 """A card's zero-shot prompts and the class text embeddings the zeroshot probe compares images with.
 
-A tile classification card may carry a `zeroshot:` block (docs/zeroshot.md):
+A tile or slide classification card may carry a `zeroshot:` block (docs/zeroshot.md):
 
     zeroshot:
       source: where its class names and templates come from (CONCH's prompt file, CLIP-style, our own)
@@ -31,12 +31,12 @@ class PromptSet:
     prompt_class: np.ndarray  # the class id of each prompt
 
 
-def prompt_sets(card) -> list[PromptSet]:
-    """The card's prompt sets, checked; one-line errors name the card file and the fix."""
+def prompt_sets(card, probe: str = "zeroshot") -> list[PromptSet]:
+    """The card's prompt sets, checked; one-line errors name the card file, the probe and the fix."""
     block = card.extra.get(_FIELD)
     where = f"task card {card.path}"
     if not isinstance(block, dict):
-        raise EvalsuiteError(f"{where}: probe zeroshot needs a `zeroshot:` block with class_names and templates "
+        raise EvalsuiteError(f"{where}: probe {probe} needs a `zeroshot:` block with class_names and templates "
                              "(docs/zeroshot.md)")
     names = block.get("class_names")
     if not isinstance(names, dict) or set(names) != set(card.classes):
@@ -91,13 +91,14 @@ class ClassTexts:
 
 
 def with_class_texts(recipes: list, card, backbone, out_dir, device) -> list:
-    """`recipes` with the class text embeddings in the context of those whose probe reads them (zeroshot)."""
-    if not any(getattr(PROBES[r.probe], "reads_class_texts", False) for r in recipes):
+    """`recipes` with the class text embeddings in the context of those whose probe reads them (zeroshot, mizero)."""
+    readers = [r.probe for r in recipes if getattr(PROBES[r.probe], "reads_class_texts", False)]
+    if not readers:
         return recipes
     if getattr(backbone, "text", None) is None:
-        raise EvalsuiteError(f"probe zeroshot needs a vision-language model (a text tower): '{backbone.name}' has "
+        raise EvalsuiteError(f"probe {readers[0]} needs a vision-language model (a text tower): '{backbone.name}' has "
                              "none; use --model clip-vit-b-16 (`evalsuite list models`, kind vision-language)")
-    sets = prompt_sets(card)
+    sets = prompt_sets(card, readers[0])
     embeddings, keys = {}, {}
     for prompt_set in sets:
         rows, keys[prompt_set.name] = cached_text_embeddings(out_dir, backbone, prompt_set.texts, device)

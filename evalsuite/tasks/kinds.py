@@ -110,8 +110,8 @@ KINDS = {
                              check_card=_check_segmentation_card, target="mask"),
     # Slide kinds cache every tissue tile's pooled embedding, grouped by slide; their probes score slides.
     "slide": TaskKind("slide", feature="pooled", selection_metrics=tuple(METRICS), score=classification_split_metrics,
-                      intervals=True, card_fields=("pooling", "tiling", "ordinal"), check_card=_check_slide_card,
-                      samples="slides"),
+                      intervals=True, card_fields=("pooling", "tiling", "ordinal", "zeroshot"),
+                      check_card=_check_slide_card, samples="slides"),
     "survival": TaskKind("survival", feature="pooled", selection_metrics=tuple(SURVIVAL_METRICS),
                          score=survival_split_metrics, intervals=True, card_fields=("pooling", "tiling"),
                          check_card=_check_slide_card, samples="slides", target="survival",
