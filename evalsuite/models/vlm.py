@@ -15,14 +15,14 @@ import numpy as np
 import torch
 
 from evalsuite.errors import EvalsuiteError
-from evalsuite.models import checkpoints, vlm_musk
+from evalsuite.models import checkpoints, vlm_conch, vlm_musk
 from evalsuite.models.vlm_adapters import hf_clip_to_open_clip, is_hf_clip
 from evalsuite.models.vlm_keep import create_keep, load_keep_weights
-from evalsuite.models.vlm_registry import OPEN_CLIP, TIMM_BERT, TORCHSCALE, VLMSpec
+from evalsuite.models.vlm_registry import CONCH_MODULES, OPEN_CLIP, TIMM_BERT, TORCHSCALE, VLMSpec
 
 # The file a user downloads for each library's entries (named in the error for a missing --weights).
 _EXAMPLE_FILE = {OPEN_CLIP: "open_clip_pytorch_model.bin", TIMM_BERT: "model.safetensors",
-                 TORCHSCALE: "model.safetensors"}
+                 TORCHSCALE: "model.safetensors", CONCH_MODULES: "pytorch_model.bin"}
 TEXT_BATCH_PROMPTS = 256  # prompts per text forward: a card's prompt set is tens to hundreds of prompts
 
 
@@ -50,7 +50,8 @@ class TextTower:
     def __init__(self, clip: torch.nn.Module, tokenizer, spec: VLMSpec):
         self.clip = clip
         self.tokenizer = tokenizer
-        self.tokenizer_id = spec.tokenizer
+        # A tokenizer read from a file the user supplies (CONCH's) names that file's hash in its `cache_id`.
+        self.tokenizer_id = getattr(tokenizer, "cache_id", spec.tokenizer)
         self.context_length_tokens = spec.context_length_tokens
         # The stored parameter is the log of the scale (CLIP learns it in log space).
         self.logit_scale = float(clip.logit_scale.detach().exp())
@@ -76,7 +77,7 @@ def _to_device(tokens, device: torch.device):
 def build_vlm(spec: VLMSpec, weights: str | None, random_init: bool, seed: int) -> dict:
     """Backbone fields (model, embed_dim, data_config, weights_id, text) for `spec`."""
     if not (weights or random_init):
-        raise EvalsuiteError(f"model '{spec.name}' needs --weights FILE (an {spec.library} state dict: "
+        raise EvalsuiteError(f"model '{spec.name}' needs --weights FILE (a checkpoint for {spec.library}: "
                              f"{spec.checkpoint_layout}; e.g. {_EXAMPLE_FILE.get(spec.library, 'the checkpoint')} of "
                              f"{spec.pretrained_cfg.hub_repo}) or --random-init; docs/zeroshot.md says how to get it")
     create, load = _builders(spec.library)
@@ -95,6 +96,7 @@ def _builders(library: str):
     nn.Module with `encode_image(images)`, `encode_text(tokens)` and a `logit_scale` parameter (log of the scale);
     a tokenizer maps a list of prompts to what its `encode_text` takes."""
     return {OPEN_CLIP: (create_open_clip, load_open_clip_weights),
+            CONCH_MODULES: (vlm_conch.create, vlm_conch.load),
             TIMM_BERT: (create_keep, load_keep_weights),
             TORCHSCALE: (vlm_musk.create, vlm_musk.load)}[library]
 

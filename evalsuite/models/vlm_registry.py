@@ -7,9 +7,6 @@ The image tower serves every probe like any other backbone; the text tower serve
 
 PLIP ships a transformers CLIPModel checkpoint: its keys are renamed into open_clip's CLIP (models/vlm_adapters.py).
 
-Models the issue names that have no entry, and why (docs/zeroshot.md says what each needs): CONCH v1 ships as
-MahmoodLab's `conch` package (GitHub only, not on PyPI) with its own CoCa code.
-
 MUSK's code (lilab-stanford/MUSK, GitHub only) is torchscale's BEiT-3 encoder with two bias-free heads; PyPI's
 torchscale 0.3.0 computes the same network, so the entry builds it from torchscale under MUSK's names
 (models/vlm_musk.py). torchscale pins timm<1.0 and is installed outside pip's resolver (no extra can hold it):
@@ -18,6 +15,11 @@ torchscale 0.3.0 computes the same network, so the entry builds it from torchsca
 KEEP ships its model code in its hub repository (`trust_remote_code`); that code only composes timm's ViT-L/16,
 an MLP head and transformers' BertModel, so the entry builds the same parts from those libraries under KEEP's
 module names (models/vlm_keep.py), and never runs or downloads the hub's code.
+
+CONCH v1's code (MahmoodLab's `conch` package, GitHub only) is a CoCa model whose contrastive half is timm's
+ViT-B/16, an attentional pooler and a text transformer that open_clip also provides: the entry composes those
+parts under the module names of CONCH's checkpoint (models/vlm_conch.py) and reads its tokenizer with
+transformers from a file the user supplies; the captioning half is not built (zero-shot does not use it).
 """
 
 from dataclasses import dataclass
@@ -31,6 +33,8 @@ OPEN_CLIP = "open_clip"
 OPEN_CLIP_REPO = "https://github.com/mlfoundations/open_clip"
 TORCHSCALE = "torchscale"  # MUSK: torchscale's BEiT3 and two heads under MUSK's names (models/vlm_musk.py)
 MUSK_REPO = "https://github.com/lilab-stanford/MUSK/blob/714b666"  # the commit read for the entry
+CONCH_MODULES = "conch (timm + open_clip modules)"  # CONCH v1 composed from the libraries (models/vlm_conch.py)
+CONCH_REPO = "https://github.com/mahmoodlab/CONCH/blob/141cc09"  # the commit read for the entry
 TIMM_BERT = "timm+transformers"  # KEEP: timm's ViT and transformers' BertModel under KEEP's names (models/vlm_keep.py)
 
 
@@ -131,6 +135,32 @@ _SPECS = [
                     "(read from the file at load); gating (a third-party table lists it as open); which class "
                     "AutoTokenizer resolves for the hub folder (vocab.txt + do_lower_case read; BERT WordPiece "
                     "assumed)",
+    ),
+    VLMSpec(
+        name="conch",
+        # CONCH v1 (conch_ViT-B-16.json of its code): timm ViT-B/16 at 448 px, a 1-query attentional pooler (8 heads,
+        # 512 wide), LayerNorm and a 512x512 projection; a CoCa text tower (12 layers, 768 wide, class embedding
+        # appended, context 128). Its transform: resize the short side to 448 (bicubic), centre crop, CLIP mean/std.
+        library=CONCH_MODULES, architecture="conch_ViT-B-16 (contrastive towers)", quick_gelu=False,
+        pretrained_cfg=PretrainedCfg(hub_id="hf-hub:MahmoodLab/CONCH", input_size_px=448, mean=CLIP_MEAN,
+                                     std=CLIP_STD, interpolation="bicubic", licence="CC-BY-NC-ND-4.0", gated=True),
+        context_length_tokens=128, embed_dim=512, published_logit_scale=None,
+        tokenizer="CONCH byte-level BPE, uncased (conch_byte_level_bpe_uncased.json, transformers "
+                  "PreTrainedTokenizerFast), 127 tokens + class embedding",
+        checkpoint_layout="CONCH's pytorch_model.bin of MahmoodLab/CONCH: visual.trunk.* (timm ViT-B/16), "
+                          "visual.attn_pool_contrast.*, visual.ln_contrast.*, visual.proj_contrast, text.*, "
+                          "logit_scale (text_decoder.*, visual.attn_pool_caption.*, visual.ln_caption.* are dropped)",
+        sources=("https://huggingface.co/MahmoodLab/CONCH",
+                 f"{CONCH_REPO}/conch/open_clip_custom/model_configs/conch_ViT-B-16.json",
+                 f"{CONCH_REPO}/conch/open_clip_custom/coca_model.py",
+                 f"{CONCH_REPO}/conch/open_clip_custom/vision_tower.py",
+                 f"{CONCH_REPO}/conch/open_clip_custom/transformer.py",
+                 f"{CONCH_REPO}/conch/open_clip_custom/custom_tokenizer.py",
+                 f"{CONCH_REPO}/conch/open_clip_custom/transform.py",
+                 "https://www.nature.com/articles/s41591-024-02856-4"),
+        unconfirmed="that pytorch_model.bin holds exactly the key names and shapes CONCH's code gives its CoCa "
+                    "model (read from the code, not from the file); the trained logit scale (read from the file at "
+                    "load)",
     ),
     VLMSpec(
         name="musk",

@@ -1,0 +1,187 @@
+"""CONCH v1 (MahmoodLab/CONCH) as a vision-language backbone: both towers composed from timm's VisionTransformer and
+open_clip's AttentionalPooler and TextTransformer, under the module names of the published `pytorch_model.bin`, so
+that file loads key for key. No code of MahmoodLab's `conch` package is used or copied; the sizes and the forward
+below were read from it (GitHub mahmoodlab/CONCH at 141cc09: `conch/open_clip_custom/model_configs/
+conch_ViT-B-16.json`, `coca_model.py`, `vision_tower.py`, `transformer.py`, `custom_tokenizer.py`).
+
+- image: `visual.trunk` a timm ViT-B/16 at 448 px (its `forward_features`: all tokens after the final norm), one
+  learnt query attending over them (`visual.attn_pool_contrast`, 8 heads, 512 wide), `visual.ln_contrast`, then
+  `@ visual.proj_contrast` [512, 512]: `encode_image`, unnormalised as for CLIP.
+- text: CONCH's tokenizer gives 127 ids (start, words, end, `<pad>` id 0 after them) plus one placeholder pad;
+  `encode_text` drops that placeholder, `text` (a CoCa text tower: 12 layers, 768 wide) appends a learnt class
+  embedding and reads it at the last position, through `ln_final` and `text_projection` [768, 512]. open_clip's
+  `correct_cls_mask=False` is CONCH's legacy class-token mask; tests/models/test_vlm_conch.py recomputes this
+  forward with torch primitives from CONCH's own mask.
+- not built: the captioning half of the CoCa model (`text_decoder.*`, `visual.attn_pool_caption.*`,
+  `visual.ln_caption.*`). Zero-shot classification and the image embedding never read it, so its tensors are read
+  from the checkpoint and dropped by name; every other key must fit exactly.
+
+The tokenizer is CONCH's byte-level BPE file, read with transformers' PreTrainedTokenizerFast as CONCH reads it. It
+is not on the hub repository with the weights and is not downloaded here: `tokenizer_file` says where it is looked
+for, and it is read when the first prompt is tokenized (an image-only probe never needs it).
+"""
+
+import hashlib
+import importlib.util
+import math
+import os
+from pathlib import Path
+
+import torch
+from torch import nn
+
+from evalsuite.errors import EvalsuiteError
+from evalsuite.models import checkpoints
+
+TOKENIZER_NAME = "conch_byte_level_bpe_uncased.json"
+TOKENIZER_ENV = "EVALSUITE_CONCH_TOKENIZER"
+TOKENIZER_URL = ("https://github.com/mahmoodlab/CONCH/blob/main/conch/open_clip_custom/tokenizers/"
+                 f"{TOKENIZER_NAME}")
+SPECIAL_TOKENS = {"pad_token": "<pad>", "bos_token": "<start_of_text>", "eos_token": "<end_of_text>"}
+PAD_ID = 0  # the text tower masks this id out of the class token's attention (CONCH's pad_id)
+TEXT_TOKENS = 127  # ids per prompt the tokenizer gives; the class embedding makes the 128th position
+# Tensors of the CoCa captioning half, in the checkpoint but read by neither zero-shot nor the image embedding.
+UNUSED_PREFIXES = ("text_decoder.", "visual.attn_pool_caption.", "visual.ln_caption.")
+
+_IMAGE_PX, _PATCH_PX, _WIDTH, _DEPTH, _HEADS = 448, 16, 768, 12, 12
+_EMBED_DIM, _POOLER_HEADS, _VOCAB = 512, 8, 32007
+
+
+class ConchVisual(nn.Module):
+    """`visual.*`: timm ViT trunk -> attentional pooler (1 query) -> LayerNorm -> projection."""
+
+    def __init__(self):
+        super().__init__()
+        from timm.models.vision_transformer import VisionTransformer
+
+        self.trunk = VisionTransformer(img_size=_IMAGE_PX, patch_size=_PATCH_PX, embed_dim=_WIDTH, depth=_DEPTH,
+                                       num_heads=_HEADS, mlp_ratio=4, num_classes=0, dynamic_img_size=True)
+        # CONCH's pooler normalises with a LayerNorm that casts back to the input dtype: open_clip's default.
+        pooler = _open_clip_transformer().AttentionalPooler
+        self.attn_pool_contrast = pooler(d_model=_EMBED_DIM, context_dim=_WIDTH, n_head=_POOLER_HEADS, n_queries=1)
+        self.ln_contrast = nn.LayerNorm(_EMBED_DIM)
+        self.proj_contrast = nn.Parameter(_WIDTH ** -0.5 * torch.randn(_EMBED_DIM, _EMBED_DIM))
+
+    def forward(self, images: torch.Tensor) -> torch.Tensor:
+        pooled = self.attn_pool_contrast(self.trunk.forward_features(images))[:, 0]
+        return self.ln_contrast(pooled) @ self.proj_contrast
+
+
+class Conch(nn.Module):
+    """CONCH v1's contrastive towers and logit scale, with the checkpoint's module names."""
+
+    def __init__(self, tokenizer: "ConchTokenizer"):
+        super().__init__()
+        self.visual = ConchVisual()
+        # context 127 + the appended class embedding: positional_embedding [128, 768] as in the checkpoint.
+        text_transformer = _open_clip_transformer().TextTransformer
+        self.text = text_transformer(context_length=TEXT_TOKENS, vocab_size=_VOCAB, width=_WIDTH, heads=_HEADS,
+                                     layers=_DEPTH, output_dim=_EMBED_DIM, embed_cls=True, pad_id=PAD_ID,
+                                     pool_type="last", correct_cls_mask=False, act_layer=nn.GELU,
+                                     norm_layer=nn.LayerNorm)
+        self.logit_scale = nn.Parameter(torch.tensor(math.log(1 / 0.07)))  # CoCa's initial value
+        self.tokenizer = tokenizer  # told where the checkpoint lies (the tokenizer file may sit beside it)
+
+    def encode_image(self, images: torch.Tensor) -> torch.Tensor:
+        return self.visual(images)
+
+    def encode_text(self, tokens: torch.Tensor) -> torch.Tensor:
+        return self.text(tokens[:, :-1])  # the placeholder pad makes way for the class embedding
+
+
+class ConchTokenizer:
+    """CONCH's tokenizer: prompts -> [prompts, 128] ids (127 padded/truncated ids + one placeholder pad)."""
+
+    def __init__(self, spec_tokenizer: str):
+        self.spec_tokenizer = spec_tokenizer
+        self.beside: Path | None = None  # the --weights file's folder, set on load
+        self._fast = None
+
+    def file(self) -> Path | None:
+        """Where the tokenizer file is: $EVALSUITE_CONCH_TOKENIZER, else next to the --weights file, else inside
+        an installed `conch` package (found without importing it); None where none is."""
+        if os.environ.get(TOKENIZER_ENV):
+            path = Path(os.environ[TOKENIZER_ENV]).expanduser()
+            if not path.is_file():
+                raise EvalsuiteError(f"{TOKENIZER_ENV}={path} is not a file; point it at CONCH's {TOKENIZER_NAME}")
+            return path
+        candidates = ([self.beside / TOKENIZER_NAME] if self.beside else []) + installed_package_files()
+        return next((path for path in candidates if path.is_file()), None)
+
+    @property
+    def cache_id(self) -> str:
+        """The tokenizer as the text cache keys it: its name and, where the file is found, the file's hash."""
+        path = self.file()
+        if path is None:
+            return self.spec_tokenizer
+        return f"{self.spec_tokenizer}; sha256:{hashlib.sha256(path.read_bytes()).hexdigest()}"
+
+    def __call__(self, texts: list[str]) -> torch.Tensor:
+        ids = self._tokenizer()(list(texts), max_length=TEXT_TOKENS, add_special_tokens=True, truncation=True,
+                                padding="max_length", return_token_type_ids=False, return_tensors="pt")["input_ids"]
+        return nn.functional.pad(ids, (0, 1), value=PAD_ID)
+
+    def _tokenizer(self):
+        if self._fast is None:
+            self._fast = read_tokenizer(self.file())
+        return self._fast
+
+
+def installed_package_files() -> list[Path]:
+    """Where an installed `conch` package keeps the tokenizer file (its spec is looked up, nothing imported)."""
+    package = importlib.util.find_spec("conch")
+    if package is None or not package.submodule_search_locations:
+        return []
+    return [Path(p) / "open_clip_custom" / "tokenizers" / TOKENIZER_NAME for p in package.submodule_search_locations]
+
+
+def read_tokenizer(path: Path | None):
+    """transformers' PreTrainedTokenizerFast from CONCH's tokenizer file, with CONCH's special tokens."""
+    if path is None:
+        raise EvalsuiteError(
+            f"model 'conch' needs CONCH's tokenizer file {TOKENIZER_NAME} (not downloaded, also with --random-init): "
+            f"get it from {TOKENIZER_URL} and put it next to the --weights file or set {TOKENIZER_ENV}=PATH "
+            "(or install MahmoodLab's conch package); docs/zeroshot.md")
+    try:
+        from transformers import PreTrainedTokenizerFast
+    except ImportError:
+        raise EvalsuiteError("CONCH's tokenizer needs transformers: pip install transformers") from None
+    try:
+        tokenizer = PreTrainedTokenizerFast(tokenizer_file=str(path), **SPECIAL_TOKENS)
+    except Exception as exc:  # noqa: BLE001 - any parse failure means the same: not a tokenizer file
+        reason = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        raise EvalsuiteError(f"cannot read CONCH's tokenizer {path}: {reason}") from None
+    vocab = tokenizer.get_vocab()
+    if any(token not in vocab for token in SPECIAL_TOKENS.values()) or tokenizer.pad_token_id != PAD_ID:
+        raise EvalsuiteError(f"{path} is not CONCH's tokenizer: it needs {', '.join(SPECIAL_TOKENS.values())} "
+                             f"with <pad> id {PAD_ID}; get {TOKENIZER_URL}")
+    return tokenizer
+
+
+def _open_clip_transformer():
+    try:
+        from open_clip import transformer
+    except ImportError:
+        raise EvalsuiteError("model 'conch' needs open_clip: pip install 'evalsuite[vlm]' (open-clip-torch)") from None
+    return transformer
+
+
+def create(spec, seed: int):
+    """(CONCH with seeded random weights, its tokenizer), offline."""
+    tokenizer = ConchTokenizer(spec.tokenizer)
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed)
+        model = Conch(tokenizer)
+    return model, tokenizer
+
+
+def load(model: Conch, weights) -> str:
+    """Fill `model` from CONCH's `pytorch_model.bin` (the captioning tensors dropped by name, everything else key for
+    key); returns the weights id (content hash of the file)."""
+    files = checkpoints.weights_files(Path(weights))
+    state = checkpoints.read_state_dict(Path(weights))
+    state = {key: value for key, value in state.items() if not key.startswith(UNUSED_PREFIXES)}
+    state = checkpoints.matched_state_dict(model, state, files[0])
+    model.load_state_dict(state, strict=True)
+    model.tokenizer.beside = files[0].parent
+    return f"sha256:{checkpoints.weights_sha256(files)}"
