@@ -8,7 +8,8 @@ these pooled cosines and its probabilities are softmax(logit_scale x pooled cosi
 (1, 5, 10, 50, 100); here K is one hyper-parameter chosen on val by the card's selection metric, together with the
 prompt set when a card offers several (docs/zeroshot.md, "Slide-level zero-shot (MI-Zero)").
 
-Bags are read one slide at a time from the float16 cache and upcast on the device; the train split is never read.
+Bags are read one slide at a time from the float16 cache and upcast on the device. `fit` never reads the train
+split (nothing is fitted); the runner scores it afterwards for the train row, as for the tile zeroshot probe.
 """
 
 import numpy as np
