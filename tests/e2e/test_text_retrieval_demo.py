@@ -1,0 +1,97 @@
+"""Text-image retrieval through the CLI (issue 42): `evalsuite run --task demo --model clip-vit-b-16 --random-init
+--probes text_retrieval` (class texts from the demo card's zeroshot block), a tiny tile_csv card with captions made
+here, and the one-line refusals before any image forward: a card without texts, a k above the test images, a model
+without a text tower.
+
+Cost: one extraction of the demo by a random-init ViT-B/16 (module fixture) and one of the 20-tile caption card."""
+
+import json
+
+import numpy as np
+import pandas as pd
+import pytest
+from conftest import run_cli
+from PIL import Image
+
+pytestmark = pytest.mark.slow
+pytest.importorskip("open_clip")
+
+VLM = ("--model", "clip-vit-b-16", "--random-init")
+
+
+@pytest.fixture(scope="module")
+def demo(tmp_path_factory):
+    out = tmp_path_factory.mktemp("text_retrieval_demo")
+    result = run_cli("run", "--task", "demo", *VLM, "--probes", "text_retrieval", "--out", out)
+    assert result.returncode == 0, result.stderr
+    return out, result
+
+
+def _record(out, result) -> dict:
+    summary = next(line.split() for line in result.stdout.splitlines() if line.startswith("task "))
+    return json.loads((out / "runs" / f"{summary[summary.index('run') + 1]}.json").read_text())
+
+
+def test_the_demo_scores_recall_both_ways_from_class_texts_with_intervals(demo):
+    out, result = demo
+    (probe,) = _record(out, result)["probes"]
+    params = probe["selected_params"]
+    assert params["texts"] == "class_texts" and params["prompts"] == 54
+    assert params["trained_on"] == "nothing (zero-shot)"
+    assert params["image_to_text_ks_left_out"] == [5, 10]  # 3 class texts: recall@5 and @10 would be 1 by construction
+    test = probe["metrics"]["test"]
+    assert set(test) == {"image_to_text_recall@1", "text_to_image_recall@1", "text_to_image_recall@5",
+                         "text_to_image_recall@10"}
+    assert 0.1 < test["image_to_text_recall@1"] < 0.6  # random towers: near chance (1/3) top-1 accuracy
+    board = pd.read_csv(out / "leaderboard.csv")
+    rows = board[(board["probe"] == "text_retrieval") & (board["split"] == "test")]
+    assert set(rows["metric"]) == set(test) and rows["ci_low"].notna().all()
+    assert ((rows["ci_low"] <= rows["value"] + 1e-9) & (rows["value"] <= rows["ci_high"] + 1e-9)).all()
+    assert "chance level" in result.stdout  # random weights say so, as the zeroshot probe's run does
+
+
+def _caption_card(tmp_path, captions: bool = True):
+    """A 20-tile tile_csv cohort (4 train, 4 val, 12 test tiles of two classes), with a caption per tile."""
+    rng = np.random.default_rng(0)
+    lines = ["image_path,label,split" + (",caption" if captions else "")]
+    for i, split in enumerate(["train"] * 4 + ["val"] * 4 + ["test"] * 12):
+        label = ["benign", "tumour"][i % 2]
+        Image.fromarray(rng.integers(0, 255, size=(32, 32, 3), dtype=np.uint8)).save(tmp_path / f"t{i}.png")
+        lines.append(f"t{i}.png,{label},{split}" + (f",tile {i}: {label} tissue, H&E" if captions else ""))
+    (tmp_path / "tiles.csv").write_text("\n".join(lines) + "\n")
+    card = tmp_path / "card.yaml"
+    card.write_text("name: captions\nkind: classification\nreader: {name: tile_csv, args: {manifest: tiles.csv}}\n"
+                    f"data_root: {tmp_path}\nclasses: [benign, tumour]\nsplits: [train, val, test]\n"
+                    "selection_metric: balanced_accuracy\nprobes: [text_retrieval]\n")
+    return card
+
+
+def test_captions_are_the_texts_where_the_manifest_has_them(tmp_path):
+    out = tmp_path / "out"
+    result = run_cli("run", "--task", _caption_card(tmp_path), *VLM, "--probes", "text_retrieval", "--out", out)
+    assert result.returncode == 0, result.stderr
+    (probe,) = _record(out, result)["probes"]
+    assert probe["selected_params"]["texts"] == "captions" and probe["selected_params"]["captions"] == 12
+    test = probe["metrics"]["test"]
+    assert set(test) == {f"{way}_recall@{k}" for way in ("image_to_text", "text_to_image") for k in (1, 5, 10)}
+    assert all(0 <= value <= 1 for value in test.values()) and set(probe["intervals_95"]["test"]) == set(test)
+
+
+@pytest.mark.parametrize("case", ["no texts", "k too large", "not a vision-language model"])
+def test_bad_inputs_are_one_line_naming_the_file_or_parameter_and_the_fix(tmp_path, case):
+    task, model, probes = "demo", VLM, "text_retrieval"
+    if case == "no texts":
+        task = _caption_card(tmp_path, captions=False)
+        expected = [f"task card {task.resolve()}", "`zeroshot:` block", "`caption` column"]
+    elif case == "k too large":
+        probes = tmp_path / "big_k.yaml"
+        probes.write_text("name: text_retrieval_big_k\nprobe: text_retrieval\nparams:\n  ks: [1, 1000]\n")
+        expected = [f"probe recipe {probes.resolve()}", "k=1000", "use ks of at most 112 (`ks` in the probe recipe)"]
+    else:
+        model = ("--model", "efficientnet_lite0_imagenet", "--random-init")
+        expected = ["'efficientnet_lite0_imagenet' has none", "use --model clip-vit-b-16"]
+    result = run_cli("run", "--task", task, *model, "--probes", probes, "--out", tmp_path / "out")
+    assert result.returncode != 0
+    (line,) = [line for line in result.stderr.splitlines() if line.strip()][-1:]
+    assert all(fragment in line for fragment in expected), result.stderr
+    assert not list((tmp_path / "out").glob("cache/*/features.npy"))  # refused before any forward
