@@ -74,9 +74,11 @@ def chance_level_note(record: dict) -> str | None:
     """What a zero-shot run with random weights means, said where its numbers are printed: untrained towers are
     not aligned, so every score is chance level and checks the pipeline, not a model."""
     random_weights = str(record["model"]["weights_id"]).startswith("random-init")
-    if not random_weights or not any(p.get("selected_params", {}).get("trained_on") == ZERO_SHOT
-                                     for p in record["probes"]):
+    # Every probe that compares images with texts untrained (zeroshot, text_retrieval) marks itself so.
+    names = sorted({p["probe"] for p in record["probes"]
+                    if p.get("selected_params", {}).get("trained_on") == ZERO_SHOT})
+    if not random_weights or not names:
         return None
-    return ("zeroshot ran with random weights (--random-init): the image and text towers are untrained and not "
-            "aligned, so its numbers are chance level (they test the pipeline, not the model); for real numbers "
-            "pass --weights with the model's checkpoint (docs/zeroshot.md)")
+    return (f"{', '.join(names)} ran with random weights (--random-init): the image and text towers are untrained "
+            "and not aligned, so its numbers are chance level (they test the pipeline, not the model); for real "
+            "numbers pass --weights with the model's checkpoint (docs/zeroshot.md)")

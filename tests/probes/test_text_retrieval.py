@@ -118,3 +118,15 @@ def test_ks_are_checked_with_the_recipe_parameter_named():
         checked_ks([0, 1])
     with pytest.raises(EvalsuiteError, match="needs the texts of a vision-language model"):
         TextRetrievalProbe(2)
+
+
+def test_a_random_init_run_names_each_untrained_text_probe_in_its_chance_level_note():
+    from evalsuite.probes.zeroshot import chance_level_note
+
+    untrained = {"trained_on": "nothing (zero-shot)"}
+    record = {"model": {"weights_id": "random-init:0"},
+              "probes": [{"probe": "text_retrieval", "selected_params": untrained},
+                         {"probe": "zeroshot", "selected_params": untrained}, {"probe": "linear"}]}
+    assert chance_level_note(record).startswith("text_retrieval, zeroshot ran with random weights")
+    assert "numbers are chance level" in chance_level_note(record)
+    assert chance_level_note({**record, "model": {"weights_id": "sha256:ab"}}) is None
