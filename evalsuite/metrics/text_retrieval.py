@@ -54,6 +54,8 @@ def query_intervals(scores: dict, groups=None, seed: int = 0, draws: int = BOOTS
     """{metric: (low, high)} of the mean of per-query scores, one query per test image, resampling the images
     (or their clusters, `groups`); fewer than two clusters give (nan, nan)."""
     names = list(scores)
+    if not names:  # e.g. class texts with every recipe k at or above the number of classes
+        return {}
     values = np.stack([np.asarray(scores[n], dtype=np.float64) for n in names], axis=1)
     if cluster_index(groups, len(values))[1] < 2:
         return {name: (np.nan, np.nan) for name in names}

@@ -111,6 +111,13 @@ def test_the_intervals_resample_clusters_and_a_single_cluster_has_none():
     assert all(np.isnan(bounds).all() for bounds in one.values())
 
 
+def test_class_texts_with_every_k_at_or_above_the_classes_score_text_to_image_only():
+    rng = np.random.default_rng(3)
+    probe = TextRetrievalProbe(2, ks=(2, 4), texts=_texts(rng.normal(size=(2, 4)), CLASS_TEXTS))
+    means, intervals = probe.evaluate({"test": (rng.normal(size=(8, 4)).astype(np.float16), np.arange(8) % 2)})
+    assert set(means) == set(intervals) == {"text_to_image_recall@2", "text_to_image_recall@4"}
+
+
 def test_ks_are_checked_with_the_recipe_parameter_named():
     with pytest.raises(EvalsuiteError, match="k=10 is more than the 6 test images.*`ks` in the probe recipe"):
         check_ks_fit(checked_ks([1, 10]), 6)
