@@ -275,7 +275,8 @@ def test_offline_zero_shot_run_through_the_cli(tmp_path):
     tokenizer = write_tokenizer(tmp_path / "tokenizer" / vlm_conch.TOKENIZER_NAME)
     out = tmp_path / "out"
     result = run_cli("run", "--task", card, "--model", "conch", "--random-init", "--probes", "zeroshot",
-                     "--num-workers", "0", "--out", out, env={vlm_conch.TOKENIZER_ENV: str(tokenizer)})
+                     "--num-workers", "0", "--batch-size", "2", "--out", out,  # batches are padded to their size
+                     env={vlm_conch.TOKENIZER_ENV: str(tokenizer)})
     assert result.returncode == 0, result.stderr
     assert "chance level" in result.stdout + result.stderr
     test_rows = [row for row in leaderboard_rows(out) if row["split"] == "test" and row["probe"] == "zeroshot"]
