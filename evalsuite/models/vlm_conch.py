@@ -17,8 +17,8 @@ conch_ViT-B-16.json`, `coca_model.py`, `vision_tower.py`, `transformer.py`, `cus
   from the checkpoint and dropped by name; every other key must fit exactly.
 
 The tokenizer is CONCH's byte-level BPE file, read with transformers' PreTrainedTokenizerFast as CONCH reads it. It
-is not on the hub repository with the weights and is not downloaded here: `tokenizer_file` says where it is looked
-for, and it is read when the first prompt is tokenized (an image-only probe never needs it).
+is not in the hub repository with the weights and is not downloaded here: `ConchTokenizer.file` says where it is
+looked for, and it is read when the first prompt is tokenized (an image-only probe never needs it).
 """
 
 import hashlib
