@@ -1,6 +1,7 @@
 """The offline zero-shot demo of issue 42 through the CLI: `evalsuite run --task demo --model clip-vit-b-16
---random-init --probes zeroshot` (random weights, the real tokenizer), its rows and stored predictions, and a
-paired `--compare` against a linear probe of the same model, which reuses the same image caches.
+--random-init --probes zeroshot` (random weights, the real tokenizer), its rows and stored predictions, a
+paired `--compare` against a linear probe of the same model, which reuses the same image caches, and
+`--probes text_retrieval` on those caches (recall@k both ways from the card's class texts).
 
 One extraction of the demo's 551 tiles by a ViT-B/16 is this file's cost (the linear run reads the cache)."""
 
@@ -15,6 +16,7 @@ pytest.importorskip("open_clip")
 
 MODEL = "clip-vit-b-16+random-init"
 LINEAR = "clip-vit-b-16-linear"  # a label: the wide table keeps one probe per model row, chosen on val
+RETRIEVAL = "clip-vit-b-16-retrieval"
 
 
 @pytest.fixture(scope="module")
@@ -27,6 +29,16 @@ def runs(tmp_path_factory):
                      "--label", LINEAR, "--out", out)
     assert linear.returncode == 0, linear.stderr
     return out, zeroshot, linear
+
+
+@pytest.fixture(scope="module")
+def retrieval(runs):
+    """`--probes text_retrieval` on the same caches (image and prompt texts): no forward of its own."""
+    out = runs[0]
+    result = run_cli("run", "--task", "demo", "--model", "clip-vit-b-16", "--random-init", "--probes",
+                     "text_retrieval", "--label", RETRIEVAL, "--out", out)
+    assert result.returncode == 0, result.stderr
+    return out, result
 
 
 def _record(out, result) -> dict:
@@ -76,3 +88,23 @@ def test_the_report_shows_the_zeroshot_cell_like_any_other(runs):
     score = _record(out, zeroshot)["probes"][0]["metrics"]["test"]["balanced_accuracy"]
     (row,) = [line for line in result.stdout.splitlines() if line.startswith(f"| {MODEL}")]
     assert f"{score:.3f} [" in row, row  # the score and its interval, as in every other cell
+
+
+def test_text_retrieval_scores_recall_both_ways_from_class_texts_with_intervals(retrieval):
+    out, result = retrieval
+    record = _record(out, result)
+    assert sum(record["samples_extracted"].values()) == 0  # the zeroshot run's image caches
+    (probe,) = record["probes"]
+    params = probe["selected_params"]
+    assert params["texts"] == "class_texts" and params["prompts"] == 54
+    assert params["trained_on"] == "nothing (zero-shot)"
+    assert params["image_to_text_ks_left_out"] == [5, 10]  # 3 class texts: recall@5 and @10 would be 1 by construction
+    test = probe["metrics"]["test"]
+    assert set(test) == {"image_to_text_recall@1", "text_to_image_recall@1", "text_to_image_recall@5",
+                         "text_to_image_recall@10"}
+    assert 0.1 < test["image_to_text_recall@1"] < 0.6  # random towers: near chance (1/3) top-1 accuracy
+    board = pd.read_csv(out / "leaderboard.csv")
+    rows = board[(board["probe"] == "text_retrieval") & (board["split"] == "test")]
+    assert set(rows["metric"]) == set(test) and rows["ci_low"].notna().all()
+    assert ((rows["ci_low"] <= rows["value"] + 1e-9) & (rows["value"] <= rows["ci_high"] + 1e-9)).all()
+    assert "chance level" in result.stdout  # random weights say so, as the zeroshot probe's run does
