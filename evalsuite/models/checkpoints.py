@@ -67,6 +67,26 @@ def read_state_dict(path: Path) -> dict:
     return state
 
 
+def load_key_for_key(model: torch.nn.Module, weights: str | Path, prepare=None) -> tuple[str, Path]:
+    """Fill `model` from a local file or folder, every key checked (`prepare(state)` first renames or drops what the
+    published file holds in another layout or does not use); returns (weights id, the folder the file is in, where a
+    model's tokenizer files sit beside it)."""
+    path = Path(weights).expanduser()
+    files = weights_files(path)
+    state = read_state_dict(path)
+    state = prepare(state) if prepare else state
+    model.load_state_dict(matched_state_dict(model, state, files[0]), strict=True)
+    return f"sha256:{weights_sha256(files)}", files[0].parent
+
+
+def seeded(build, seed: int):
+    """`build()` with torch's CPU generator seeded by `seed` and restored after: random weights that depend on the
+    seed alone, not on what the process drew before."""
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed)
+        return build()
+
+
 def matched_state_dict(model, state: dict, path: Path) -> dict:
     """`state` without the classification head, after checking it fits `model` key for key."""
     head = _classifier_prefixes(model)

@@ -105,23 +105,21 @@ def create_open_clip(spec: VLMSpec, seed: int):
     """(model with seeded random weights, tokenizer), built by open_clip without any download."""
     open_clip = import_open_clip()
     # open_clip logs a warning for a model built without pretrained weights: that is what we ask for here.
-    with torch.random.fork_rng(devices=[]), _quiet_root_logger():
-        torch.manual_seed(seed)
-        clip = open_clip.create_model(spec.architecture, pretrained=None, load_weights=False,
-                                      force_quick_gelu=spec.quick_gelu)
+    with _quiet_root_logger():
+        clip = checkpoints.seeded(lambda: open_clip.create_model(spec.architecture, pretrained=None,
+                                                                 load_weights=False, force_quick_gelu=spec.quick_gelu),
+                                  seed)
     return clip, open_clip.get_tokenizer(spec.architecture)
 
 
 def load_open_clip_weights(clip: torch.nn.Module, weights: str | Path) -> str:
     """Fill `clip` from a local open_clip-layout checkpoint (or a transformers CLIPModel one, renamed), key for key;
     returns the weights id (content hash of the file)."""
-    files = checkpoints.weights_files(Path(weights))
-    state = checkpoints.read_state_dict(Path(weights))
-    if is_hf_clip(state):
-        state = hf_clip_to_open_clip(state)
-    state = checkpoints.matched_state_dict(clip, state, files[0])
-    clip.load_state_dict(state, strict=True)
-    return f"sha256:{checkpoints.weights_sha256(files)}"
+    def in_open_clip_names(state: dict) -> dict:
+        return hf_clip_to_open_clip(state) if is_hf_clip(state) else state
+
+    weights_id, _ = checkpoints.load_key_for_key(clip, weights, in_open_clip_names)
+    return weights_id
 
 
 def import_open_clip():

@@ -169,19 +169,14 @@ def _open_clip_transformer():
 def create(spec, seed: int):
     """(CONCH with seeded random weights, its tokenizer), offline."""
     tokenizer = ConchTokenizer(spec.tokenizer)
-    with torch.random.fork_rng(devices=[]):
-        torch.manual_seed(seed)
-        model = Conch(tokenizer)
-    return model, tokenizer
+    return checkpoints.seeded(lambda: Conch(tokenizer), seed), tokenizer
 
 
 def load(model: Conch, weights) -> str:
     """Fill `model` from CONCH's `pytorch_model.bin` (the captioning tensors dropped by name, everything else key for
     key); returns the weights id (content hash of the file)."""
-    files = checkpoints.weights_files(Path(weights))
-    state = checkpoints.read_state_dict(Path(weights))
-    state = {key: value for key, value in state.items() if not key.startswith(UNUSED_PREFIXES)}
-    state = checkpoints.matched_state_dict(model, state, files[0])
-    model.load_state_dict(state, strict=True)
-    model.tokenizer.beside = files[0].parent
-    return f"sha256:{checkpoints.weights_sha256(files)}"
+    def without_captioning(state: dict) -> dict:
+        return {key: value for key, value in state.items() if not key.startswith(UNUSED_PREFIXES)}
+
+    weights_id, model.tokenizer.beside = checkpoints.load_key_for_key(model, weights, without_captioning)
+    return weights_id

@@ -95,22 +95,19 @@ class KeepTokenizer:
 
 def create_keep(spec, seed: int):
     """(KeepModel with seeded random weights, its tokenizer), built offline."""
-    with torch.random.fork_rng(devices=[]):
-        torch.manual_seed(seed)
-        model = KeepModel()
+    model = checkpoints.seeded(KeepModel, seed)
     return model, model.tokenizer
 
 
 def load_keep_weights(model: KeepModel, weights: str | Path) -> str:
     """Fill `model` from KEEP's checkpoint (the file, or the downloaded hub folder) key for key; the tokenizer reads
     its vocabulary from the same folder. Returns the weights id (content hash of the file)."""
-    weights = Path(weights).expanduser()
-    files = checkpoints.weights_files(weights)
-    state = {k: v for k, v in checkpoints.read_state_dict(weights).items() if k not in _DERIVED_BUFFERS}
-    state = checkpoints.matched_state_dict(model, state, files[0])
-    model.load_state_dict(state, strict=True)
-    model.tokenizer.use_folder(weights if weights.is_dir() else weights.parent)
-    return f"sha256:{checkpoints.weights_sha256(files)}"
+    def without_derived_buffers(state: dict) -> dict:
+        return {key: value for key, value in state.items() if key not in _DERIVED_BUFFERS}
+
+    weights_id, folder = checkpoints.load_key_for_key(model, weights, without_derived_buffers)
+    model.tokenizer.use_folder(folder)
+    return weights_id
 
 
 def _import_libraries():

@@ -140,16 +140,10 @@ def import_torchscale():
 def create(spec, seed: int):
     """(MUSK with seeded random weights, its tokenizer), offline."""
     tokenizer = MuskTokenizer(spec.tokenizer)
-    with torch.random.fork_rng(devices=[]):
-        torch.manual_seed(seed)
-        model = Musk(tokenizer)
-    return model, tokenizer
+    return checkpoints.seeded(lambda: Musk(tokenizer), seed), tokenizer
 
 
 def load(model: Musk, weights) -> str:
     """Fill `model` from MUSK's `model.safetensors` key for key; returns the weights id (content hash of the file)."""
-    files = checkpoints.weights_files(Path(weights))
-    state = checkpoints.matched_state_dict(model, checkpoints.read_state_dict(Path(weights)), files[0])
-    model.load_state_dict(state, strict=True)
-    model.tokenizer.beside = files[0].parent
-    return f"sha256:{checkpoints.weights_sha256(files)}"
+    weights_id, model.tokenizer.beside = checkpoints.load_key_for_key(model, weights)
+    return weights_id
