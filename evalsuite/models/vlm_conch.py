@@ -21,10 +21,7 @@ is not in the hub repository with the weights and is not downloaded here: `Conch
 looked for, and it is read when the first prompt is tokenized (an image-only probe never needs it).
 """
 
-import hashlib
-import importlib.util
 import math
-import os
 from pathlib import Path
 
 import torch
@@ -32,6 +29,7 @@ from torch import nn
 
 from evalsuite.errors import EvalsuiteError
 from evalsuite.models import checkpoints
+from evalsuite.models.tokenizer_files import TokenizerFile
 
 TOKENIZER_NAME = "conch_byte_level_bpe_uncased.json"
 TOKENIZER_ENV = "EVALSUITE_CONCH_TOKENIZER"
@@ -89,50 +87,19 @@ class Conch(nn.Module):
         return self.text(tokens[:, :-1])  # the placeholder pad makes way for the class embedding
 
 
-class ConchTokenizer:
+class ConchTokenizer(TokenizerFile):
     """CONCH's tokenizer: prompts -> [prompts, 128] ids (127 padded/truncated ids + one placeholder pad)."""
 
     def __init__(self, spec_tokenizer: str):
-        self.spec_tokenizer = spec_tokenizer
-        self.beside: Path | None = None  # the --weights file's folder, set on load
-        self._fast = None
+        super().__init__(spec_tokenizer, TOKENIZER_NAME, "conch", "open_clip_custom/tokenizers", env=TOKENIZER_ENV)
 
-    def file(self) -> Path | None:
-        """Where the tokenizer file is: $EVALSUITE_CONCH_TOKENIZER, else next to the --weights file, else inside
-        an installed `conch` package (found without importing it); None where none is."""
-        if os.environ.get(TOKENIZER_ENV):
-            path = Path(os.environ[TOKENIZER_ENV]).expanduser()
-            if not path.is_file():
-                raise EvalsuiteError(f"{TOKENIZER_ENV}={path} is not a file; point it at CONCH's {TOKENIZER_NAME}")
-            return path
-        candidates = ([self.beside / TOKENIZER_NAME] if self.beside else []) + installed_package_files()
-        return next((path for path in candidates if path.is_file()), None)
-
-    @property
-    def cache_id(self) -> str:
-        """The tokenizer as the text cache keys it: its name and, where the file is found, the file's hash."""
-        path = self.file()
-        if path is None:
-            return self.spec_tokenizer
-        return f"{self.spec_tokenizer}; sha256:{hashlib.sha256(path.read_bytes()).hexdigest()}"
+    def read(self, path: Path | None):
+        return read_tokenizer(path)
 
     def __call__(self, texts: list[str]) -> torch.Tensor:
-        ids = self._tokenizer()(list(texts), max_length=TEXT_TOKENS, add_special_tokens=True, truncation=True,
-                                padding="max_length", return_token_type_ids=False, return_tensors="pt")["input_ids"]
+        ids = self.loaded()(list(texts), max_length=TEXT_TOKENS, add_special_tokens=True, truncation=True,
+                            padding="max_length", return_token_type_ids=False, return_tensors="pt")["input_ids"]
         return nn.functional.pad(ids, (0, 1), value=PAD_ID)
-
-    def _tokenizer(self):
-        if self._fast is None:
-            self._fast = read_tokenizer(self.file())
-        return self._fast
-
-
-def installed_package_files() -> list[Path]:
-    """Where an installed `conch` package keeps the tokenizer file (its spec is looked up, nothing imported)."""
-    package = importlib.util.find_spec("conch")
-    if package is None or not package.submodule_search_locations:
-        return []
-    return [Path(p) / "open_clip_custom" / "tokenizers" / TOKENIZER_NAME for p in package.submodule_search_locations]
 
 
 def read_tokenizer(path: Path | None):

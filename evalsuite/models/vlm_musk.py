@@ -18,8 +18,6 @@ imports `fairscale.nn` at import time).
   `sentencepiece.bpe.model`; `<s>`, at most 98 pieces, `</s>`, `<pad>` up to 100 ids, a padding mask of 1 at pads.
 """
 
-import hashlib
-import importlib.util
 import math
 import shutil
 import tempfile
@@ -31,6 +29,7 @@ from torch import nn
 
 from evalsuite.errors import EvalsuiteError
 from evalsuite.models import checkpoints
+from evalsuite.models.tokenizer_files import TokenizerFile
 
 INSTALL = "pip install --no-deps torchscale==0.3.0 fairscale==0.4.0"
 # _get_large_config(img_size=384) of musk/modeling.py; torchscale's defaults for the rest (subln, 1024 text positions).
@@ -64,34 +63,17 @@ class Musk(nn.Module):
         return self.language_head(out["encoder_out"][:, 0])
 
 
-class MuskTokenizer:
+class MuskTokenizer(TokenizerFile):
     """prompts -> {"input_ids": [prompts, 100], "padding_mask": [prompts, 100]} in MUSK's layout."""
 
     def __init__(self, spec_tokenizer: str):
-        self.spec_tokenizer = spec_tokenizer
-        self.beside: Path | None = None  # the --weights file's folder, set on load
-        self._xlmr = None
+        super().__init__(spec_tokenizer, TOKENIZER_NAME, "musk", "models")
 
-    def file(self) -> Path | None:
-        """tokenizer.spm next to the --weights file, else inside an installed `musk` package (found, not imported)."""
-        candidates = [self.beside / TOKENIZER_NAME] if self.beside else []
-        package = importlib.util.find_spec("musk")
-        if package is not None and package.submodule_search_locations:
-            candidates += [Path(p) / "models" / TOKENIZER_NAME for p in package.submodule_search_locations]
-        return next((path for path in candidates if path.is_file()), None)
-
-    @property
-    def cache_id(self) -> str:
-        """The tokenizer as the text cache keys it: its name and, where the file is found, the file's hash."""
-        path = self.file()
-        if path is None:
-            return self.spec_tokenizer
-        return f"{self.spec_tokenizer}; sha256:{hashlib.sha256(path.read_bytes()).hexdigest()}"
+    def read(self, path: Path | None):
+        return read_tokenizer(path)
 
     def __call__(self, texts: list[str]) -> dict:
-        if self._xlmr is None:
-            self._xlmr = read_tokenizer(self.file())
-        xlmr = self._xlmr
+        xlmr = self.loaded()
         ids = torch.full((len(texts), TEXT_TOKENS), xlmr.pad_token_id, dtype=torch.long)
         padding_mask = torch.ones((len(texts), TEXT_TOKENS), dtype=torch.long)
         for row, text in enumerate(texts):

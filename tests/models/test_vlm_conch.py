@@ -13,7 +13,7 @@ from conftest import leaderboard_rows, run_cli
 from PIL import Image
 
 from evalsuite.errors import EvalsuiteError
-from evalsuite.models import vlm_conch
+from evalsuite.models import tokenizer_files, vlm_conch
 from evalsuite.models.backbones import build_backbone
 from evalsuite.models.vlm import TextTower
 from evalsuite.models.vlm_registry import CLIP_MEAN, CLIP_STD, VLMS
@@ -70,7 +70,7 @@ def write_tokenizer(path):
 def no_tokenizer_elsewhere(monkeypatch):
     """Each test places the tokenizer file itself: none from the environment or an installed `conch` package."""
     monkeypatch.delenv(vlm_conch.TOKENIZER_ENV, raising=False)
-    monkeypatch.setattr(vlm_conch, "installed_package_files", lambda: [])
+    monkeypatch.setattr(tokenizer_files, "installed_package_files", lambda *where: [])
 
 
 @pytest.fixture(scope="module")
