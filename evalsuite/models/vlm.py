@@ -16,6 +16,7 @@ import torch
 
 from evalsuite.errors import EvalsuiteError
 from evalsuite.models import checkpoints, vlm_conch, vlm_musk
+from evalsuite.models.attention_layout import sequence_first_attention
 from evalsuite.models.vlm_adapters import hf_clip_to_open_clip, is_hf_clip
 from evalsuite.models.vlm_keep import create_keep, load_keep_weights
 from evalsuite.models.vlm_registry import CONCH_MODULES, OPEN_CLIP, TIMM_BERT, TORCHSCALE, VLMSpec
@@ -82,6 +83,7 @@ def build_vlm(spec: VLMSpec, weights: str | None, random_init: bool, seed: int) 
                              f"{spec.pretrained_cfg.hub_repo}) or --random-init; docs/zeroshot.md says how to get it")
     create, load = _builders(spec.library)
     clip, tokenizer = create(spec, seed)
+    sequence_first_attention(clip)  # the same numbers without CPU autocast's slow path (models/attention_layout.py)
     weights_id = load(clip, weights) if weights else f"random-init:seed{seed}"
     clip.eval().requires_grad_(False)
     cfg = spec.pretrained_cfg
