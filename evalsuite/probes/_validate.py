@@ -59,3 +59,18 @@ def check_regression_splits(targets_by_split: dict, names: list | None, what: st
         if len(checked) < 2:
             raise EvalsuiteError(f"{what}: the {split} split has one item; Pearson r is undefined on one item: give "
                                  "the split more items")
+
+
+def require_texts(texts, probe: str, what: str = "class texts"):
+    """`texts` the runner hands a vision-language probe; one line saying how to run `probe` when built without."""
+    if texts is None:
+        raise EvalsuiteError(f"probe {probe} needs the {what} of a vision-language model; run it through "
+                             f"`evalsuite run --probes {probe}` with a vision-language --model")
+    return texts
+
+
+def check_text_tower(backbone, probe: str) -> None:
+    """A probe that reads texts needs a model with a text tower; refused before any forward."""
+    if getattr(backbone, "text", None) is None:
+        raise EvalsuiteError(f"probe {probe} needs a vision-language model (a text tower): '{backbone.name}' has "
+                             "none; use --model clip-vit-b-16 (`evalsuite list models`, kind vision-language)")

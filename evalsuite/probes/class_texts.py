@@ -19,6 +19,7 @@ import numpy as np
 from evalsuite.errors import EvalsuiteError
 from evalsuite.features.text_cache import cached_text_embeddings
 from evalsuite.probes import PROBES
+from evalsuite.probes._validate import check_text_tower
 
 PLACEHOLDER = "CLASSNAME"
 _FIELD = "zeroshot"
@@ -95,9 +96,7 @@ def with_class_texts(recipes: list, card, backbone, out_dir, device) -> list:
     readers = [r.probe for r in recipes if getattr(PROBES[r.probe], "reads_class_texts", False)]
     if not readers:
         return recipes
-    if getattr(backbone, "text", None) is None:
-        raise EvalsuiteError(f"probe {readers[0]} needs a vision-language model (a text tower): '{backbone.name}' has "
-                             "none; use --model clip-vit-b-16 (`evalsuite list models`, kind vision-language)")
+    check_text_tower(backbone, readers[0])
     sets = prompt_sets(card, readers[0])
     embeddings, keys = {}, {}
     for prompt_set in sets:

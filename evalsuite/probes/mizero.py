@@ -17,6 +17,7 @@ import torch
 
 from evalsuite.errors import EvalsuiteError
 from evalsuite.metrics.classification import METRICS
+from evalsuite.probes._validate import require_texts
 from evalsuite.probes.base import FittedProbe
 from evalsuite.probes.cox import check_slide_targets
 from evalsuite.probes.zeroshot import ZERO_SHOT
@@ -53,12 +54,9 @@ class MIZeroProbe(FittedProbe):
 
     def __init__(self, num_classes: int, topj=DEFAULT_TOPJ, class_texts=None,
                  device: torch.device | str = "cpu", seed: int = 0):
-        if class_texts is None:
-            raise EvalsuiteError("probe mizero needs the class texts of a vision-language model; run it through "
-                                 "`evalsuite run --probes mizero` with a vision-language --model")
+        self.class_texts = require_texts(class_texts, "mizero")
         self.num_classes = num_classes
         self.topj = _checked_topj(topj)
-        self.class_texts = class_texts
         self.device = torch.device(device)
         self.seed = seed  # deterministic; kept for the uniform probe interface
 

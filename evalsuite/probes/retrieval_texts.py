@@ -14,6 +14,7 @@ import numpy as np
 from evalsuite.errors import EvalsuiteError
 from evalsuite.features.text_cache import cached_text_embeddings
 from evalsuite.probes import PROBES
+from evalsuite.probes._validate import check_text_tower
 from evalsuite.probes.class_texts import ensemble_class_embeddings, prompt_sets
 from evalsuite.probes.text_retrieval import CAPTIONS, CLASS_TEXTS, check_ks_fit, checked_ks
 
@@ -34,9 +35,7 @@ def with_retrieval_texts(recipes: list, card, reader, backbone, out_dir, device)
     without texts and a k above the test images before anything is extracted."""
     if not any(_reads_texts(r) for r in recipes):
         return recipes
-    if getattr(backbone, "text", None) is None:
-        raise EvalsuiteError(f"probe text_retrieval needs a vision-language model (a text tower): '{backbone.name}' "
-                             "has none; use --model clip-vit-b-16 (`evalsuite list models`, kind vision-language)")
+    check_text_tower(backbone, "text_retrieval")
     test_images = len(reader.dataset("test", None).labels)
     for recipe in filter(_reads_texts, recipes):
         where = f"probe recipe {recipe.path}"

@@ -15,7 +15,7 @@ from evalsuite.errors import EvalsuiteError
 from evalsuite.metrics.text_retrieval import (IMAGE_TO_TEXT, TEXT_TO_IMAGE, best_positive_ranks, database_intervals,
                                               database_recall, metric_name, query_intervals, ranked_order,
                                               recall_per_query)
-from evalsuite.probes._validate import check_features_labels
+from evalsuite.probes._validate import check_features_labels, require_texts
 from evalsuite.probes.base import SplitScoringProbe
 from evalsuite.probes.batches import iter_float32_batches
 from evalsuite.probes.zeroshot import ZERO_SHOT
@@ -53,13 +53,10 @@ class TextRetrievalProbe(SplitScoringProbe):
 
     def __init__(self, num_classes: int, ks=(1, 5, 10), batch_size: int = 256, texts=None,
                  device: torch.device = torch.device("cpu"), seed: int = 0):
-        if texts is None:
-            raise EvalsuiteError("probe text_retrieval needs the texts of a vision-language model; run it through "
-                                 "`evalsuite run --probes text_retrieval` with a vision-language --model")
+        self.texts = require_texts(texts, "text_retrieval", what="texts")
         self.num_classes = num_classes
         self.ks = checked_ks(ks)
         self.batch_size = int(batch_size)
-        self.texts = texts
         self.device = torch.device(device)
         self.seed = seed  # seeds the bootstrap; retrieval itself is deterministic
         self.image_ks = image_to_text_ks(self.ks, texts)

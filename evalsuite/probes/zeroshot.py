@@ -11,9 +11,8 @@ test predictions as for the linear and kNN probes.
 import numpy as np
 import torch
 
-from evalsuite.errors import EvalsuiteError
 from evalsuite.metrics.classification import METRICS
-from evalsuite.probes._validate import check_features_labels
+from evalsuite.probes._validate import check_features_labels, require_texts
 from evalsuite.probes.base import FittedProbe
 from evalsuite.probes.batches import iter_float32_batches
 
@@ -29,12 +28,9 @@ class ZeroShotProbe(FittedProbe):
 
     def __init__(self, num_classes: int, batch_size: int = 4096, class_texts=None,
                  device: torch.device = torch.device("cpu"), seed: int = 0):
-        if class_texts is None:
-            raise EvalsuiteError("probe zeroshot needs the class texts of a vision-language model; run it through "
-                                 "`evalsuite run --probes zeroshot` with a vision-language --model")
+        self.class_texts = require_texts(class_texts, "zeroshot")
         self.num_classes = num_classes
         self.batch_size = int(batch_size)
-        self.class_texts = class_texts
         self.device = torch.device(device)
         self.seed = seed  # deterministic; kept for the uniform probe interface
 
