@@ -20,9 +20,9 @@ from evalsuite.errors import EvalsuiteError
 from evalsuite.features.text_cache import cached_text_embeddings
 from evalsuite.probes import PROBES
 from evalsuite.probes._validate import check_text_tower
+from evalsuite.tasks.cards import PROMPTS_FIELD
 
 PLACEHOLDER = "CLASSNAME"
-_FIELD = "zeroshot"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -34,7 +34,7 @@ class PromptSet:
 
 def prompt_sets(card, probe: str = "zeroshot") -> list[PromptSet]:
     """The card's prompt sets, checked; one-line errors name the card file, the probe and the fix."""
-    block = card.extra.get(_FIELD)
+    block = card.extra.get(PROMPTS_FIELD)
     where = f"task card {card.path}"
     if not isinstance(block, dict):
         raise EvalsuiteError(f"{where}: probe {probe} needs a `zeroshot:` block with class_names and templates "
@@ -103,6 +103,6 @@ def with_class_texts(recipes: list, card, backbone, out_dir, device) -> list:
         rows, keys[prompt_set.name] = cached_text_embeddings(out_dir, backbone, prompt_set.texts, device)
         embeddings[prompt_set.name] = ensemble_class_embeddings(rows, prompt_set.prompt_class, card.num_classes)
     texts = ClassTexts(embeddings, backbone.text.logit_scale, {s.name: len(s.texts) for s in sets}, keys,
-                       str(card.extra[_FIELD].get("source", "")))
+                       str(card.extra[PROMPTS_FIELD].get("source", "")))
     return [dataclasses.replace(r, context={"class_texts": texts})
             if getattr(PROBES[r.probe], "reads_class_texts", False) else r for r in recipes]

@@ -17,6 +17,7 @@ from evalsuite.probes import PROBES
 from evalsuite.probes._validate import check_text_tower
 from evalsuite.probes.class_texts import ensemble_class_embeddings, prompt_sets
 from evalsuite.probes.text_retrieval import CAPTIONS, CLASS_TEXTS, check_ks_fit, checked_ks
+from evalsuite.tasks.cards import PROMPTS_FIELD
 
 
 @dataclasses.dataclass(frozen=True)
@@ -59,7 +60,7 @@ def _caption_texts(captions: list, column: str, backbone, out_dir, device) -> Re
 
 
 def _class_texts(card, backbone, out_dir, device) -> RetrievalTexts:
-    if not isinstance(card.extra.get("zeroshot"), dict):
+    if not isinstance(card.extra.get(PROMPTS_FIELD), dict):
         raise EvalsuiteError(f"task card {card.path}: probe text_retrieval needs texts: a `zeroshot:` block (class "
                              "names and templates, docs/zeroshot.md) or test captions (a `caption` column in a "
                              "tile_csv manifest)")
@@ -68,5 +69,5 @@ def _class_texts(card, backbone, out_dir, device) -> RetrievalTexts:
     classes = ensemble_class_embeddings(rows, first.prompt_class, card.num_classes)
     return RetrievalTexts(_normalised(classes), CLASS_TEXTS,
                           {"texts": CLASS_TEXTS, "prompt_set": first.name, "prompts": len(first.texts),
-                           "prompt_source": str(card.extra["zeroshot"].get("source", "")), "text_cache_key": key,
+                           "prompt_source": str(card.extra[PROMPTS_FIELD].get("source", "")), "text_cache_key": key,
                            **({"prompt_sets_not_used": [s.name for s in others]} if others else {})})
