@@ -240,11 +240,12 @@ def _extract_split(job: ExtractionJob, split: str, prepared: PreparedSplits) -> 
         layout = cache_layout(prepared.layouts[split], job.chunk_rows) if prepared.layouts else None
         writer = job.cache.start_or_resume(key, (len(dataset), *prepared.row_shape), dataset.labels,
                                            prepared.key_fields[split], job.chunk_rows, library_versions(), layout)
-    if not dist.broadcast(writer is not None):
+    # Every rank shards rank 0's list of pending chunks. A rank reading the chunk log itself could see chunks rank 0
+    # had already written (it starts at once), shard a shorter list, and leave some chunks to no rank.
+    pending = dist.broadcast(writer.pending_chunks() if writer is not None else None)
+    if pending is None:
         return [0] * dist.world_size
-    dist.barrier()
     writer = writer or job.cache.attach(key)
-    pending = writer.pending_chunks()
     first, last = shard_bounds(len(pending), dist.rank, dist.world_size)
     clock = ForwardClock(job.features_of, job.device)
     started = time.perf_counter()
