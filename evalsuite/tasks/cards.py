@@ -160,10 +160,11 @@ def _group_column(raw: dict, path: Path, kind: str) -> str | None:
 
 
 def _check_fields_of_other_kinds(raw: dict, path: Path, kind: str) -> None:
-    for other in KINDS.values():
-        for name in other.card_fields:
-            if name in raw and name not in KINDS[kind].card_fields:
-                raise EvalsuiteError(f"task card {path}: field '{name}' applies to {other.name} cards only")
+    for name in sorted({name for other in KINDS.values() for name in other.card_fields}):
+        if name in raw and name not in KINDS[kind].card_fields:
+            kinds = [other.name for other in KINDS.values() if name in other.card_fields]
+            kinds = " and ".join([", ".join(kinds[:-1]), kinds[-1]] if len(kinds) > 1 else kinds)
+            raise EvalsuiteError(f"task card {path}: field '{name}' applies to {kinds} cards only")
 
 
 def dense_layers(card: TaskCard) -> tuple:

@@ -117,9 +117,9 @@ def test_the_panda_cards_are_ordinal_and_demo_is_not():
     ("kind: slide\nreader: {name: slide_csv}\nclasses: [a, b]\nselection_metric: balanced_accuracy\n", "grades",
      "field 'ordinal' must be bool"),
     ("kind: survival\nreader: {name: slide_csv}\nselection_metric: c_index\n", "true",
-     "field 'ordinal' applies to classification cards only"),
+     "field 'ordinal' applies to classification and slide cards only"),
     ("kind: segmentation\nreader: {name: pannuke}\nclasses: [background, a]\nselection_metric: dice_fg_mean\n", "true",
-     "field 'ordinal' applies to classification cards only"),
+     "field 'ordinal' applies to classification and slide cards only"),
 ])
 def test_a_bad_ordinal_field_is_a_one_line_error_naming_the_card(tmp_path, kind_lines, value, message):
     path = tmp_path / "card.yaml"

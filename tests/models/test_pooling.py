@@ -191,7 +191,8 @@ def test_task_card_pooling_applies_to_token_models_and_yields_to_the_flag(tmp_pa
     ("demo", {"pooling": "max"}, "field 'pooling': unknown pooling 'max'; use one of cls, cls+mean_patch, mean_patch"),
     ("demo", {"pooling": TIMM_HEAD}, "unknown pooling 'timm_head'"),
     ("demo", {"pooling": 1}, "field 'pooling' must be str"),
-    ("demo_seg", {"pooling": CLS}, "field 'pooling' applies to classification cards only"),
+    ("demo_seg", {"pooling": CLS},
+     "field 'pooling' applies to classification, slide, survival and regression cards only"),
 ])
 def test_bad_card_pooling_is_a_one_line_error(tmp_path, card_name, fields, message):
     from evalsuite.tasks.cards import load_card

@@ -31,6 +31,14 @@ def test_a_survival_card_has_no_classes():
     assert load_card("slide_survival_csv").classes == []
 
 
+def test_a_survival_card_with_prompts_is_told_which_kinds_take_them(tmp_path):
+    path = tmp_path / "card.yaml"
+    path.write_text(SLIDE.replace("kind: slide", "kind: survival").replace("classes: [a, b]\n", "")
+                    .replace("balanced_accuracy", "c_index") + "zeroshot: {templates: ['{}']}\n")
+    with pytest.raises(EvalsuiteError, match="field 'zeroshot' applies to classification and slide cards only"):
+        load_card(str(path))
+
+
 @pytest.mark.parametrize("extra, message", [
     ("tiling: {target_mpp: -1}\n", "tiling.target_mpp must be a positive float"),
     ("tiling: {tile_size_px: 22.5}\n", "tiling.tile_size_px must be a positive int"),
