@@ -1,5 +1,9 @@
 """The wide leaderboard as a heatmap PNG: models (best rank sum on top) x tasks, each cell annotated.
 
+Bright is better in every column. A table of one metric is coloured on that metric's scale, reversed for an error
+(`--metric ece`, mse: lower is better, metrics/directions.py); a table of several metrics, whose scales do not
+compare, is coloured per task from its worst score to its best.
+
 matplotlib is imported inside the function so `evalsuite run` never pays for it, and a bare
 Figure renders through the Agg canvas without pyplot, so no GUI backend or global state is touched.
 """
@@ -8,6 +12,7 @@ import math
 from pathlib import Path
 
 from evalsuite.errors import EvalsuiteError
+from evalsuite.metrics.directions import higher_is_better
 from evalsuite.reporting.wide import WideTable
 from evalsuite.storage.fsio import fs_errors, staged
 
@@ -15,13 +20,14 @@ from evalsuite.storage.fsio import fs_errors, staged
 def save_heatmap(table: WideTable, path: Path) -> Path:
     from matplotlib.figure import Figure
 
-    means = [[_mean(row.cells.get(task)) for task in table.tasks] for row in table.rows]
+    shades, scale_label = _shades(table)
     figure = Figure(figsize=_figure_size(table), layout="constrained")
     axes = figure.add_subplot()
-    image = axes.imshow(means, cmap=_colormap(), aspect="auto", **_colour_range(means))
-    _annotate(axes, image, table)
+    image = axes.imshow(shades, cmap=_colormap(reversed_=_one_error_metric(table)), aspect="auto",
+                        **_colour_range(shades))
+    _annotate(axes, image, table, shades)
     _label_axes(axes, table)
-    figure.colorbar(image, ax=axes, shrink=0.8).set_label(_metric_label(table))
+    figure.colorbar(image, ax=axes, shrink=0.8).set_label(scale_label)
     path = Path(path)
     with fs_errors("write the heatmap", path, "--plot"):
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -44,10 +50,38 @@ def _figure_size(table: WideTable) -> tuple:
     return 2.5 + 0.07 * longest_model + 1.5 * len(table.tasks), 1.3 + 0.55 * len(table.rows)
 
 
-def _colormap():
+def _shades(table: WideTable) -> tuple[list, str]:
+    """(the value each cell is coloured by, the colour bar's label)."""
+    means = [[_mean(row.cells.get(task)) for task in table.tasks] for row in table.rows]
+    metrics = sorted(set(table.metrics.values()))
+    if len(metrics) == 1:
+        direction = "" if higher_is_better(metrics[0]) else " (lower is better)"
+        return means, metrics[0] + direction
+    columns = [_worst_to_best([line[x] for line in means], table.metrics[task]) for x, task in enumerate(table.tasks)]
+    return [list(line) for line in zip(*columns)], "within each task: 0 worst, 1 best (metric under each task)"
+
+
+def _worst_to_best(values: list, metric: str) -> list:
+    """A task's scores on 0 (its worst) .. 1 (its best); one distinct score is 1 for every model that has it."""
+    present = [v for v in values if not math.isnan(v)]
+    if not present:
+        return values
+    worst, best = (min(present), max(present)) if higher_is_better(metric) else (max(present), min(present))
+    if worst == best:
+        return [v if math.isnan(v) else 1.0 for v in values]
+    return [(v - worst) / (best - worst) for v in values]
+
+
+def _one_error_metric(table: WideTable) -> bool:
+    metrics = set(table.metrics.values())
+    return len(metrics) == 1 and not higher_is_better(metrics.pop())
+
+
+def _colormap(reversed_: bool = False):
     import matplotlib
 
-    return matplotlib.colormaps["viridis"].with_extremes(bad="lightgrey")  # a task the model has no result for
+    colormap = matplotlib.colormaps["viridis_r" if reversed_ else "viridis"]
+    return colormap.with_extremes(bad="lightgrey")  # a task the model has no result for
 
 
 def _colour_range(means: list) -> dict:
@@ -60,7 +94,7 @@ def _colour_range(means: list) -> dict:
     return {"vmin": low - margin, "vmax": high + margin}
 
 
-def _annotate(axes, image, table: WideTable) -> None:
+def _annotate(axes, image, table: WideTable, shades: list) -> None:
     for y, row in enumerate(table.rows):
         for x, task in enumerate(table.tasks):
             cell = row.cells.get(task)
@@ -69,7 +103,7 @@ def _annotate(axes, image, table: WideTable) -> None:
                 continue
             spread = "" if cell.std is None else f" ± {cell.std:.3f}"
             text = f"{cell.mean:.3f}{spread}\n{cell.probe}, seeds={len(cell.seeds)}, #{cell.rank:g}"
-            axes.text(x, y, text, ha="center", va="center", fontsize=8, color=_text_colour(image, cell.mean))
+            axes.text(x, y, text, ha="center", va="center", fontsize=8, color=_text_colour(image, shades[y][x]))
 
 
 def _text_colour(image, value: float) -> str:
@@ -89,8 +123,3 @@ def _row_label(row, n_tasks: int) -> str:
     if row.rank_sum is None:  # no rank sum: it would not be comparable with the complete rows
         return f"{row.model}  [{len(row.cells)}/{n_tasks} tasks]"
     return f"{row.model}  [rank sum {row.rank_sum:g}]"
-
-
-def _metric_label(table: WideTable) -> str:
-    metrics = sorted(set(table.metrics.values()))
-    return metrics[0] if len(metrics) == 1 else "score (metric under each task)"

@@ -68,3 +68,44 @@ def test_heatmap_cells_say_seeds_not_n(tmp_path, monkeypatch):
     monkeypatch.setattr(Axes, "text", lambda self, x, y, s, **kw: texts.append(s) or real_text(self, x, y, s, **kw))
     save_heatmap(build_wide_table(read_rows(tmp_path / "leaderboard.csv")), tmp_path / "h.png")
     assert texts == ["0.510 ± 0.010\nlinear, seeds=3, #1"]
+
+
+def _cell_luminance(tmp_path, monkeypatch) -> dict:
+    """{(model, task): perceived luminance of the cell's colour} of the heatmap of tmp_path's leaderboard."""
+    from matplotlib.axes import Axes
+
+    from evalsuite.reporting.heatmap import save_heatmap
+    from evalsuite.reporting.leaderboard import read_rows
+    from evalsuite.reporting.wide import build_wide_table
+
+    shown, real_imshow = [], Axes.imshow
+    monkeypatch.setattr(Axes, "imshow", lambda self, data, **kw: shown.append((data, real_imshow(self, data, **kw)))
+                        or shown[-1][1])
+    table = build_wide_table(read_rows(tmp_path / "leaderboard.csv"))
+    save_heatmap(table, tmp_path / "h.png")
+    (data, image), = shown
+    luminance = {}
+    for y, row in enumerate(table.rows):
+        for x, task in enumerate(table.tasks):
+            red, green, blue, _ = image.cmap(image.norm(data[y][x]))
+            luminance[row.model, task] = 0.299 * red + 0.587 * green + 0.114 * blue
+    return luminance
+
+
+def test_the_best_cell_is_the_bright_one_for_an_error_metric(tmp_path, monkeypatch):
+    add_run(tmp_path / "leaderboard.csv", "low_error", "t1", 0, 0.2, headline="mse")
+    add_run(tmp_path / "leaderboard.csv", "high_error", "t1", 0, 0.5, headline="mse")
+    luminance = _cell_luminance(tmp_path, monkeypatch)
+    assert luminance["low_error", "t1"] > luminance["high_error", "t1"]
+
+
+def test_tasks_of_different_metrics_are_each_coloured_worst_to_best(tmp_path, monkeypatch):
+    """A is best on both tasks: higher balanced accuracy on t1, lower mse on t2 (on a scale of its own)."""
+    board = tmp_path / "leaderboard.csv"
+    add_run(board, "A", "t1", 0, 0.9)
+    add_run(board, "B", "t1", 0, 0.5)
+    add_run(board, "A", "t2", 0, 10.0, headline="mse")
+    add_run(board, "B", "t2", 0, 60.0, headline="mse")
+    luminance = _cell_luminance(tmp_path, monkeypatch)
+    assert luminance["A", "t1"] > luminance["B", "t1"] and luminance["A", "t2"] > luminance["B", "t2"]
+    assert luminance["A", "t1"] == luminance["A", "t2"] and luminance["B", "t1"] == luminance["B", "t2"]
