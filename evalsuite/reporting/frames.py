@@ -19,8 +19,9 @@ from evalsuite.reporting.leaderboard import COLUMNS, LEADERBOARD_FILE, check_lea
 # number, else string, so a file from a newer evalsuite still loads.
 LONG_STRINGS = ("run_id", "task", "model", "weights_id", "probe", "selected_params", "split", "metric",
                 "headline_metric", "precision", "device_name")
-LONG_INTEGERS = {"schema": "int64", "seed": "int64", "n_samples": "Int64"}  # Int64: may be empty (older rows)
-LONG_FLOATS = ("value", "ci_low", "ci_high", "throughput_img_s", "forward_img_s", "gpu_hours_est", "device_hours_est")
+LONG_INTEGERS = {"schema": "int64", "seed": "int64", "n_samples": "Int64", "params": "Int64"}  # Int64: may be empty
+LONG_FLOATS = ("value", "ci_low", "ci_high", "throughput_img_s", "forward_img_s", "gpu_hours_est", "device_hours_est",
+               "gflops_per_image", "host_load_1m")
 LONG_TIMES = ("timestamp_utc",)
 # The wide CSV's: per task `<task>` and `<task>_<field>` (views.TASK_FIELDS) and the model's fixed columns.
 WIDE_STRINGS = ("model", "split", "weights_id")

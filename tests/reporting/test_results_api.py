@@ -23,7 +23,9 @@ LONG_DTYPES = {"schema": "int64", "run_id": "string", "timestamp_utc": "datetime
                "model": "string", "weights_id": "string", "probe": "string", "selected_params": "string",
                "split": "string", "metric": "string", "value": "float64", "seed": "int64", "n_samples": "Int64",
                "headline_metric": "string", "ci_low": "float64", "ci_high": "float64", "precision": "string",
-               "throughput_img_s": "float64", "forward_img_s": "float64", "device_name": "string"}
+               "throughput_img_s": "float64", "forward_img_s": "float64", "device_name": "string",
+               "device_hours_est": "float64", "gflops_per_image": "float64", "params": "Int64",
+               "host_load_1m": "float64"}
 
 
 def _board(out):
@@ -39,7 +41,7 @@ def test_load_leaderboard_gives_one_typed_row_per_csv_row(tmp_path):
     assert list(frame.columns) == COLUMNS
     dtypes = {name: str(dtype) for name, dtype in frame.dtypes.items()}
     assert {name: dtypes[name] for name in LONG_DTYPES} == LONG_DTYPES
-    assert all(dtypes[name] == "float64" for name in set(COLUMNS) - set(LONG_DTYPES))  # the cost columns: numbers
+    assert set(COLUMNS) == set(LONG_DTYPES)
     first = frame.iloc[0]
     assert first["timestamp_utc"] == pd.Timestamp(T1) and first["seed"] == 0 and first["n_samples"] == 10
     assert first["value"] == pytest.approx(0.80) and pd.isna(first["ci_low"]) and pd.isna(first["device_name"])
@@ -47,6 +49,18 @@ def test_load_leaderboard_gives_one_typed_row_per_csv_row(tmp_path):
     assert test_a["value"].mean() == pytest.approx(0.82)
     # The CSV file itself may be named instead of its folder.
     pd.testing.assert_frame_equal(evalsuite.load_leaderboard(str(tmp_path / "leaderboard.csv")), frame)
+
+
+def test_a_parameter_count_stays_an_exact_integer(tmp_path):
+    """ViT-g's 1.1e9 parameters fit float64 exactly, but a count read as 1134953984.0 invites float arithmetic: the
+    column is pandas' Int64, empty (older rows) as <NA>."""
+    from evalsuite.reporting.leaderboard import append_rows, read_rows
+
+    board = _board(tmp_path) / "leaderboard.csv"
+    append_rows(board, [{**read_rows(board)[0], "run_id": "big", "params": 1134953984, "gflops_per_image": 291.5}])
+    frame = evalsuite.load_leaderboard(tmp_path)
+    assert str(frame["params"].dtype) == "Int64" and frame["params"].iloc[-1] == 1134953984
+    assert frame["params"].iloc[:-1].isna().all() and frame["gflops_per_image"].iloc[-1] == 291.5
 
 
 def test_an_older_file_gets_every_current_column_and_a_newer_ones_columns_are_kept(tmp_path):
