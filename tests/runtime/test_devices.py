@@ -32,6 +32,13 @@ def test_cuda_requested_without_cuda_is_a_clear_error(monkeypatch):
         resolve_device("cuda:1")
 
 
+@pytest.mark.parametrize("name", ["mps", "meta", "xla", "cuda:x", "gpu"])
+def test_a_device_outside_cpu_and_cuda_is_refused_as_a_sweep_refuses_it(name):
+    """`--device mps` used to pass torch.device and fail later inside a forward; a sweep file already refused it."""
+    with pytest.raises(EvalsuiteError, match=f"unknown device '{name}'; use auto, cpu, cuda or cuda:N"):
+        resolve_device(name)
+
+
 @pytest.mark.parametrize("env, claim", [
     ({"CUDA_VISIBLE_DEVICES": "0"}, "CUDA_VISIBLE_DEVICES=0"),
     ({"SLURM_JOB_GPUS": "0,1"}, "SLURM_JOB_GPUS=0,1"),
