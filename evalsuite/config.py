@@ -4,7 +4,6 @@ Kept free of torch and timm so the CLI checks its flags before the heavy imports
 """
 
 import dataclasses
-import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -12,8 +11,6 @@ from evalsuite.runtime.cpus import default_num_workers
 
 DEFAULT_MODEL = "efficientnet_lite0_imagenet"
 DEFAULT_OUT = "evalsuite_out"
-# What --device and a sweep's `device` take: the code paths built and tested here (MPS, XLA and others are not).
-DEVICE_NAMES = re.compile(r"auto|cpu|cuda(:\d+)?")
 # The largest probe seed: scikit-learn takes a random_state up to 2**32 - 1 (the ridge_hest probe), and
 # probes/batches.py's seed * 1_000_003 + epoch stays within torch's 64-bit seeds below it. Larger seeds failed
 # after extraction with "Overflow when unpacking long long".

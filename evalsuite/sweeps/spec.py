@@ -5,10 +5,11 @@ and the key. Relative paths (`out`, `data_root`, card paths, `weights`) are take
 the jobs find them whatever their working folder. docs/sweeps.md is the format's reference.
 """
 
+import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from evalsuite.config import DEVICE_NAMES, MAX_SEED
+from evalsuite.config import MAX_SEED
 from evalsuite.errors import EvalsuiteError
 from evalsuite.models.pooling import check_token_rule
 from evalsuite.models.registry import MODELS
@@ -23,6 +24,7 @@ TOP_KEYS = {"name", "models", "tasks", "seeds", "probes", "precision", "out", "d
             "batch_size", "num_workers", "chunk_rows", "threads", "count_check", "cache"}
 MODEL_KEYS = {"name", "model", "weights", "random_init", "pooling"}
 TASK_KEYS = {"task", "data_root", "probes", "shards"}
+DEVICE = re.compile(r"auto|cpu|cuda(:\d+)?")  # the devices `evalsuite run --device` names
 
 
 @dataclass(frozen=True)
@@ -218,7 +220,7 @@ def _run_options(raw: dict, path: Path) -> dict:
     for key, least in (("batch_size", 1), ("num_workers", 0), ("chunk_rows", 1), ("threads", 0)):
         if key in raw:
             options[key] = integer_at_least(raw[key], least, path, key)
-    if not DEVICE_NAMES.fullmatch(options["device"]):  # else each cell would fail at its start, exit 4
+    if not DEVICE.fullmatch(options["device"]):  # else each cell would fail at its start, exit 4
         raise EvalsuiteError(f"sweep file {path}: device {options['device']!r} is not a device; use auto, cpu, cuda "
                              "or cuda:N")
     if options["cache"] not in ("auto", "ram", "memmap"):
