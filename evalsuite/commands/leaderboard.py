@@ -20,7 +20,8 @@ def add_parser(commands, common) -> None:
     board.add_argument("--plot", metavar="FILE.png", help="also save a heatmap of the table")
     board.add_argument("--compare", nargs=2, metavar=("A", "B"),
                        help="instead of the table: per task, a paired test of models A and B on the same test items "
-                            "(step-down max-t adjusted over the tasks; docs/significance.md)")
+                            "(step-down max-t adjusted over the tasks; docs/significance.md); MODEL@PROBE compares "
+                            "one probe's runs, e.g. two probes of one model")
     for name in ("task", "model", "probe"):
         board.add_argument(f"--{name}", action="append", default=[], metavar="NAME[,NAME]",
                            help=f"only these {name}s (repeat or comma-separate)")
@@ -110,16 +111,28 @@ def _compare(args, source: Path) -> None:
                              "and --model")
     a, b = args.compare
     rows = read_rows(source)
-    known = {row["model"] for row in rows}
-    for name in (a, b):  # named before the filters, which would report it as a filter problem
-        if name not in known:
-            raise EvalsuiteError(f"unknown model '{name}' in {source}; it has: {', '.join(sorted(known))}")
+    rows = [row for name in dict.fromkeys((a, b)) for row in _side_rows(rows, name, source)]  # A A: no difference
     filters = Filters(tasks=_names(args.task), models=(a, b), probes=_names(args.probe))
     table = build_wide_table(rows, "test", args.metric, filters, source=str(source))
     comparison = compare_models(table, args.out, a, b, source=str(source))
     print(comparison_text(comparison))
     for note in table.notes + comparison.notes:
         print(f"note: {note}", file=sys.stderr)
+
+
+def _side_rows(rows: list, name: str, source: Path) -> list:
+    """The rows one side of --compare reads: a model's, or with MODEL@PROBE that probe's, named `name` so that two
+    probes of one model are two rows of the table. Checked before the filters, which would report a filter problem."""
+    known = {row["model"] for row in rows}
+    model, _, probe = name.rpartition("@") if name not in known and "@" in name else (name, "", "")
+    if model not in known:
+        raise EvalsuiteError(f"unknown model '{model}' in {source}; it has: {', '.join(sorted(known))}")
+    mine = [row for row in rows if row["model"] == model]
+    chosen = [row for row in mine if row["probe"] == probe] if probe else mine
+    if not chosen:
+        probes = ", ".join(sorted({row["probe"] for row in mine}))
+        raise EvalsuiteError(f"model '{model}' has no '{probe}' runs in {source}; its probes: {probes}")
+    return [{**row, "model": name} for row in chosen]
 
 
 def _names(values: list[str]) -> tuple:

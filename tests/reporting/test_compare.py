@@ -32,19 +32,19 @@ def _model(accuracy: float, seed: int) -> np.ndarray:
 
 
 def add_model(out, model, task, probas, headline="balanced_accuracy", labels=LABELS, clusters=None, save=True,
-              throughput=None, weights_id="w", unit="tile"):
+              throughput=None, weights_id="w", unit="tile", probe="linear"):
     """One run per seed: leaderboard rows scored from the probabilities (val = test) and its predictions file."""
     for seed, proba in enumerate(probas):
-        run_id = f"{model}-{task}-{seed}"
+        run_id = f"{model}-{task}-{seed}" if probe == "linear" else f"{model}-{task}-{probe}-{seed}"
         metrics = compute_metrics(labels, proba)
         rows = [{"run_id": run_id, "timestamp_utc": T1, "task": task, "model": model, "weights_id": weights_id,
-                 "probe": "linear", "selected_params": "{}", "split": split, "metric": metric,
+                 "probe": probe, "selected_params": "{}", "split": split, "metric": metric,
                  "value": f"{value:.6f}", "seed": seed, "n_samples": len(labels), "headline_metric": headline,
                  "throughput_img_s": "" if throughput is None else f"{throughput + seed:.6f}"}
                 for split in ("val", "test") for metric, value in metrics.items()]
         append_rows(out / LEADERBOARD_FILE, rows)
         if save:
-            save_predictions(out, run_id, labels, clusters, {f"linear/seed{seed}": proba}, unit=unit)
+            save_predictions(out, run_id, labels, clusters, {f"{probe}/seed{seed}": proba}, unit=unit)
 
 
 def build_board(out):
@@ -136,6 +136,21 @@ def test_the_cli_prints_the_comparison(board):
     same = run_cli("leaderboard", "--out", board, "--compare", "weak", "weak", "--task", "t2")
     assert same.returncode == 0 and "+0.0000" in same.stdout
     assert same.stdout.rstrip().endswith("no significant difference")
+
+
+def test_model_at_probe_compares_two_probes_of_one_model(board):
+    """Issue 42's zero-shot against linear of one model: the wide table keeps one probe per model (chosen on val),
+    so MODEL@PROBE names each side's probe instead of a --label at run time."""
+    add_model(board, "good", "t1", [_model(0.4, 8)], probe="zeroshot")
+    result = run_cli("leaderboard", "--out", board, "--compare", "good@linear", "good@zeroshot")
+    assert result.returncode == 0, result.stderr
+    lines = result.stdout.splitlines()
+    assert lines[0].startswith("A = good@linear, B = good@zeroshot")
+    (t1,) = [line for line in lines if line.startswith("t1 ")]
+    assert t1.endswith("good@linear better"), result.stdout
+    assert not any(line.startswith("t2 ") for line in lines)  # good has no zeroshot run on t2
+    assert_one_line_error(run_cli("leaderboard", "--out", board, "--compare", "good@knn", "weak"),
+                          "model 'good' has no 'knn' runs", "its probes: linear, zeroshot")
 
 
 def test_compare_errors_are_one_line(board):
