@@ -20,6 +20,7 @@ from evalsuite.errors import EvalsuiteError
 from evalsuite.features.text_cache import cached_text_embeddings
 from evalsuite.probes import PROBES
 from evalsuite.probes._validate import check_text_tower
+from evalsuite.probes.zeroshot import ZERO_SHOT
 from evalsuite.tasks.cards import PROMPTS_FIELD
 
 PLACEHOLDER = "CLASSNAME"
@@ -89,6 +90,11 @@ class ClassTexts:
     prompts: dict  # {set name: number of prompts}
     cache_keys: dict  # {set name: text cache key}
     source: str
+
+    def params_of(self, prompt_set: str) -> dict:
+        """What a run's selected_params record of the chosen prompt set (zeroshot and mizero alike)."""
+        return {"prompt_set": prompt_set, "prompts": self.prompts[prompt_set], "logit_scale": self.logit_scale,
+                "trained_on": ZERO_SHOT, "prompt_source": self.source, "text_cache_key": self.cache_keys[prompt_set]}
 
 
 def with_class_texts(recipes: list, card, backbone, out_dir, device) -> list:

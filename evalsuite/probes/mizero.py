@@ -20,7 +20,6 @@ from evalsuite.metrics.classification import METRICS
 from evalsuite.probes._validate import require_texts
 from evalsuite.probes.base import FittedProbe
 from evalsuite.probes.cox import check_slide_targets
-from evalsuite.probes.zeroshot import ZERO_SHOT
 
 DEFAULT_TOPJ = (1, 5, 10, 50, 100)  # CONCH's run_mizero default
 
@@ -80,9 +79,7 @@ class MIZeroProbe(FittedProbe):
     def _selected_params(self, selection_metric: str, scores: dict) -> dict:
         texts = self.class_texts
         by_cell = {name: {str(j): scores[(name, j)] for j in self.topj} for name in texts.embeddings} if scores else {}
-        return {"prompt_set": self.prompt_set_, "topj": self.topj_, "prompts": texts.prompts[self.prompt_set_],
-                "logit_scale": texts.logit_scale, "trained_on": ZERO_SHOT, "prompt_source": texts.source,
-                "text_cache_key": texts.cache_keys[self.prompt_set_],
+        return {**texts.params_of(self.prompt_set_), "topj": self.topj_,
                 **({f"val_{selection_metric}": scores[(self.prompt_set_, self.topj_)],
                     "val_by_prompt_set_and_topj": by_cell} if scores else {})}
 

@@ -44,10 +44,7 @@ class ZeroShotProbe(FittedProbe):
                 self.prompt_set_ = name
                 scores[name] = float(METRICS[selection_metric](val_labels, self.predict_proba(val_features)))
         self.prompt_set_ = max(names, key=lambda n: scores.get(n, 0.0))
-        self.selected_params_ = {"prompt_set": self.prompt_set_, "prompts": self.class_texts.prompts[self.prompt_set_],
-                                 "logit_scale": self.class_texts.logit_scale, "trained_on": ZERO_SHOT,
-                                 "prompt_source": self.class_texts.source,
-                                 "text_cache_key": self.class_texts.cache_keys[self.prompt_set_],
+        self.selected_params_ = {**self.class_texts.params_of(self.prompt_set_),
                                  **({f"val_{selection_metric}": scores[self.prompt_set_],
                                      "val_by_prompt_set": scores} if scores else {})}
         return self
