@@ -81,6 +81,12 @@ def test_list_models_shows_vision_language_models_with_kind_licence_and_access()
     assert "text 77 tokens" in rows["clip-vit-b-16"] and " 512 " in rows["clip-vit-b-16"]
     assert "vision-language" in rows["quiltnet-b-32"] and "MIT; gating unconfirmed" in rows["quiltnet-b-32"]
     assert "vision-language" in rows["plip"] and " image " in rows["uni"] and "gated" in rows["uni"]
+    assert "vision-language" in rows["conch"] and "CC-BY-NC-ND-4.0; gated" in rows["conch"]
+    assert "text 128 tokens" in rows["conch"] and " 512 " in rows["conch"]
+    assert "vision-language" in rows["musk"] and "CC-BY-NC-ND-4.0; gated" in rows["musk"]
+    assert "text 100 tokens" in rows["musk"] and " 1024 " in rows["musk"]
+    assert "vision-language" in rows["keep"] and " 768 " in rows["keep"] and "text 256 tokens" in rows["keep"]
+    assert "MIT" in rows["keep"]
 
 
 @pytest.mark.slow

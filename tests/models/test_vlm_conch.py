@@ -237,14 +237,6 @@ def test_conch_without_weights_says_which_file_to_get():
         build_backbone("conch")
 
 
-def test_list_models_shows_conch_as_gated_vision_language():
-    result = run_cli("list", "models")
-    assert result.returncode == 0, result.stderr
-    row = next(line for line in result.stdout.splitlines() if line.split()[:1] == ["conch"])
-    assert "vision-language" in row and "CC-BY-NC-ND-4.0; gated" in row and "text 128 tokens" in row
-    assert " 512 " in row
-
-
 TILE_CARD = """name: conch_tiles
 kind: classification
 reader: {{name: tile_csv, args: {{manifest: tiles.csv}}}}

@@ -5,7 +5,6 @@ random init: one model is built for the module and each tower runs one small for
 
 import pytest
 import torch
-from conftest import run_cli
 
 from evalsuite.errors import EvalsuiteError
 from evalsuite.models.backbones import build_backbone
@@ -99,10 +98,3 @@ def test_tokenizer_without_a_vocab_says_what_to_put_where(tmp_path):
 def test_keep_without_weights_names_the_file_to_get():
     with pytest.raises(EvalsuiteError, match="needs --weights FILE .*model.safetensors of Astaxanthin/KEEP"):
         build_backbone("keep")
-
-
-def test_list_models_shows_keep_as_a_vision_language_model():
-    result = run_cli("list", "models")
-    assert result.returncode == 0, result.stderr
-    row = next(line for line in result.stdout.splitlines() if line.split()[:1] == ["keep"])
-    assert "vision-language" in row and " 768 " in row and "text 256 tokens" in row and "MIT" in row

@@ -11,7 +11,6 @@ import sys
 
 import pytest
 import torch
-from conftest import run_cli
 
 from evalsuite.errors import EvalsuiteError
 from evalsuite.models import vlm_musk
@@ -157,11 +156,3 @@ def test_without_torchscale_the_entry_gives_the_install_command(monkeypatch):
         build_backbone("musk", random_init=True)
     assert str(error.value).endswith("pip install --no-deps torchscale==0.3.0 fairscale==0.4.0")
     assert "\n" not in str(error.value)
-
-
-def test_list_models_shows_musk():
-    result = run_cli("list", "models")
-    assert result.returncode == 0, result.stderr
-    row = next(line for line in result.stdout.splitlines() if line.split()[:1] == ["musk"])
-    assert "vision-language" in row and "CC-BY-NC-ND-4.0; gated" in row and "text 100 tokens" in row
-    assert " 1024 " in row
