@@ -31,6 +31,7 @@ CLIP_MEAN = (0.48145466, 0.4578275, 0.40821073)
 CLIP_STD = (0.26862954, 0.26130258, 0.27577711)
 OPEN_CLIP = "open_clip"
 OPEN_CLIP_REPO = "https://github.com/mlfoundations/open_clip"
+CLIP_BPE = "open_clip SimpleTokenizer (CLIP BPE, bpe_simple_vocab_16e6)"  # CLIP, QuiltNet and PLIP prompts
 TORCHSCALE = "torchscale"  # MUSK: torchscale's BEiT3 and two heads under MUSK's names (models/vlm_musk.py)
 MUSK_REPO = "https://github.com/lilab-stanford/MUSK/blob/714b666"  # the commit read for the entry
 CONCH_MODULES = "conch (timm + open_clip modules)"  # CONCH v1 composed from the libraries (models/vlm_conch.py)
@@ -65,7 +66,7 @@ _SPECS = [
                                      mean=CLIP_MEAN, std=CLIP_STD, interpolation="bicubic", licence="MIT",
                                      gated=False),
         context_length_tokens=77, embed_dim=512, published_logit_scale=100.0,
-        tokenizer="open_clip SimpleTokenizer (CLIP BPE, bpe_simple_vocab_16e6)",
+        tokenizer=CLIP_BPE,
         checkpoint_layout="open_clip state dict (visual.*, transformer.*, token_embedding.weight, "
                           "positional_embedding, ln_final.*, text_projection, logit_scale)",
         sources=("https://github.com/openai/CLIP", f"{OPEN_CLIP_REPO}/blob/main/src/open_clip/pretrained.py",
@@ -80,7 +81,7 @@ _SPECS = [
         pretrained_cfg=PretrainedCfg(hub_id="hf-hub:wisdomik/QuiltNet-B-32", input_size_px=224, mean=CLIP_MEAN,
                                      std=CLIP_STD, interpolation="bicubic", licence="MIT", gated=None),
         context_length_tokens=77, embed_dim=512, published_logit_scale=None,
-        tokenizer="open_clip SimpleTokenizer (CLIP BPE, bpe_simple_vocab_16e6)",
+        tokenizer=CLIP_BPE,
         checkpoint_layout="open_clip state dict (open_clip_pytorch_model.bin: visual.*, transformer.*, "
                           "token_embedding.weight, positional_embedding, ln_final.*, text_projection, logit_scale)",
         sources=("https://huggingface.co/wisdomik/QuiltNet-B-32", "https://arxiv.org/abs/2306.11207",
@@ -88,7 +89,8 @@ _SPECS = [
         unconfirmed="whether the hub repository is gated; its logit scale (read from the file at load); that the "
                     "hub's tokenizer files are CLIP's BPE vocabulary unchanged (the card loads "
                     "open_clip.get_tokenizer of the hub name; vocab 49408 as CLIP's)",
-    ),    VLMSpec(
+    ),
+    VLMSpec(
         name="plip",
         # PLIP ships a transformers CLIPModel (ViT-B/32, fine-tuned from OpenAI's CLIP); its keys are renamed into
         # open_clip's CLIP (evalsuite.models.vlm_adapters), the same tensors in the same module.
@@ -96,7 +98,7 @@ _SPECS = [
         pretrained_cfg=PretrainedCfg(hub_id="hf-hub:vinid/plip", input_size_px=224, mean=CLIP_MEAN, std=CLIP_STD,
                                      interpolation="bicubic", licence="unconfirmed", gated=None),
         context_length_tokens=77, embed_dim=512, published_logit_scale=None,
-        tokenizer="open_clip SimpleTokenizer (CLIP BPE, bpe_simple_vocab_16e6)",
+        tokenizer=CLIP_BPE,
         checkpoint_layout="transformers CLIPModel state dict (pytorch_model.bin or model.safetensors of vinid/plip: "
                           "text_model.*, vision_model.*, text_projection.weight, visual_projection.weight, "
                           "logit_scale)",
