@@ -3,6 +3,7 @@
 import csv
 import errno
 import hashlib
+import json
 import os
 import shutil
 import tempfile
@@ -75,6 +76,12 @@ def cache_manifests(out_dir: Path) -> dict:
         if manifest is not None:
             found[manifest["fields"]["split"]] = manifest
     return found
+
+
+def run_record(out_dir: Path, result: subprocess.CompletedProcess) -> dict:
+    """The run JSON of the `evalsuite run` that printed `result` (its summary line names the run id)."""
+    summary = next(line.split() for line in result.stdout.splitlines() if line.startswith("task "))
+    return json.loads((Path(out_dir) / "runs" / f"{summary[summary.index('run') + 1]}.json").read_text())
 
 
 def leaderboard_rows(out_dir: Path) -> list[dict]:

@@ -1,9 +1,8 @@
 """The demo regression task end to end: nuclei per type counted from the real hgsc_nest masks, EfficientNet-Lite0."""
 
-import json
 
 import pytest
-from conftest import leaderboard_rows, run_cli
+from conftest import leaderboard_rows, run_cli, run_record
 
 pytestmark = pytest.mark.slow
 
@@ -13,8 +12,7 @@ MARGIN = 0.05
 
 def _record(out, result) -> dict:
     assert result.returncode == 0, result.stderr
-    summary = next(line.split() for line in result.stdout.splitlines() if line.startswith("task "))
-    return json.loads((out / "runs" / f"{summary[summary.index('run') + 1]}.json").read_text())
+    return run_record(out, result)
 
 
 def test_pretrained_weights_beat_random_init_on_mean_pearson_r(tmp_path):

@@ -7,12 +7,11 @@ Cost: one extraction of the demo slides' 608 tiles by a ViT-B/32 (QuiltNet's: a 
 tile; the probe's path is the same for every vision-language model). The meanpool run reads the caches and fits a
 linear model on 24 slide vectors."""
 
-import json
 
 import numpy as np
 import pandas as pd
 import pytest
-from conftest import run_cli
+from conftest import run_cli, run_record
 
 pytestmark = pytest.mark.slow
 pytest.importorskip("open_clip")
@@ -33,15 +32,10 @@ def runs(tmp_path_factory):
     return out, mizero, meanpool
 
 
-def _record(out, result) -> dict:
-    summary = next(line.split() for line in result.stdout.splitlines() if line.startswith("task "))
-    return json.loads((out / "runs" / f"{summary[summary.index('run') + 1]}.json").read_text())
-
-
 def test_the_run_says_its_numbers_are_chance_level_and_records_k_chosen_on_val(runs):
     out, mizero, meanpool = runs
     assert "numbers are chance level" in mizero.stdout and "chance level" not in meanpool.stdout
-    (probe,) = _record(out, mizero)["probes"]
+    (probe,) = run_record(out, mizero)["probes"]
     params = probe["selected_params"]
     assert params["trained_on"] == "nothing (zero-shot)" and params["prompts"] == 36
     assert params["topj"] in (1, 5, 10, 50, 100)
@@ -54,7 +48,7 @@ def test_the_run_says_its_numbers_are_chance_level_and_records_k_chosen_on_val(r
 
 def test_test_predictions_are_stored_one_row_per_slide(runs):
     out, mizero, _ = runs
-    record = _record(out, mizero)
+    record = run_record(out, mizero)
     stored = np.load(out / "runs" / record["predictions"]["file"])
     assert list(stored["proba_keys"]) == ["mizero/seed0"]
     assert stored["labels"].shape == (TEST_SLIDES,) and stored["proba_0"].shape == (TEST_SLIDES, 2)
@@ -69,13 +63,13 @@ def test_leaderboard_rows_carry_intervals_over_slides(runs):
     assert (test["n_samples"] == TEST_SLIDES).all()
     assert test["ci_low"].notna().all() and test["ci_high"].notna().all()
     assert (test["ci_low"] <= test["value"] + 1e-9).all() and (test["value"] <= test["ci_high"] + 1e-9).all()
-    assert _record(out, mizero)["probes"][0]["intervals_95_unit"] == "patient"
+    assert run_record(out, mizero)["probes"][0]["intervals_95_unit"] == "patient"
 
 
 def test_the_meanpool_run_reuses_the_tile_caches_and_compare_works(runs):
     out, mizero, meanpool = runs
-    assert _record(out, mizero)["cache"]["keys"] == _record(out, meanpool)["cache"]["keys"]
-    assert sum(_record(out, meanpool)["samples_extracted"].values()) == 0
+    assert run_record(out, mizero)["cache"]["keys"] == run_record(out, meanpool)["cache"]["keys"]
+    assert sum(run_record(out, meanpool)["samples_extracted"].values()) == 0
     result = run_cli("leaderboard", "--out", out, "--compare", MODEL, MEANPOOL)
     assert result.returncode == 0, result.stderr
     assert [line for line in result.stdout.splitlines() if line.startswith("demo_slide ")], result.stdout

@@ -4,22 +4,16 @@ The demo's class-text run (`--probes text_retrieval` on the demo) is in test_zer
 
 Cost: one extraction of the 20-tile caption card by a random-init ViT-B/16."""
 
-import json
 
 import numpy as np
 import pytest
-from conftest import run_cli
+from conftest import run_cli, run_record
 from PIL import Image
 
 pytestmark = pytest.mark.slow
 pytest.importorskip("open_clip")
 
 VLM = ("--model", "clip-vit-b-16", "--random-init")
-
-
-def _record(out, result) -> dict:
-    summary = next(line.split() for line in result.stdout.splitlines() if line.startswith("task "))
-    return json.loads((out / "runs" / f"{summary[summary.index('run') + 1]}.json").read_text())
 
 
 def _caption_card(tmp_path, captions: bool = True):
@@ -42,7 +36,7 @@ def test_captions_are_the_texts_where_the_manifest_has_them(tmp_path):
     out = tmp_path / "out"
     result = run_cli("run", "--task", _caption_card(tmp_path), *VLM, "--probes", "text_retrieval", "--out", out)
     assert result.returncode == 0, result.stderr
-    (probe,) = _record(out, result)["probes"]
+    (probe,) = run_record(out, result)["probes"]
     assert probe["selected_params"]["texts"] == "captions" and probe["selected_params"]["captions"] == 12
     test = probe["metrics"]["test"]
     assert set(test) == {f"{way}_recall@{k}" for way in ("image_to_text", "text_to_image") for k in (1, 5, 10)}

@@ -5,11 +5,10 @@ paired `--compare` against a linear probe of the same model, which reuses the sa
 
 One extraction of the demo's 551 tiles by a ViT-B/16 is this file's cost (the linear run reads the cache)."""
 
-import json
 
 import pandas as pd
 import pytest
-from conftest import run_cli
+from conftest import run_cli, run_record
 
 pytestmark = pytest.mark.slow
 pytest.importorskip("open_clip")
@@ -41,15 +40,10 @@ def retrieval(runs):
     return out, result
 
 
-def _record(out, result) -> dict:
-    summary = next(line.split() for line in result.stdout.splitlines() if line.startswith("task "))
-    return json.loads((out / "runs" / f"{summary[summary.index('run') + 1]}.json").read_text())
-
-
 def test_the_demo_says_its_numbers_are_chance_level_and_stores_test_predictions(runs):
     out, zeroshot, linear = runs
     assert "numbers are chance level" in zeroshot.stdout and "chance level" not in linear.stdout
-    record = _record(out, zeroshot)
+    record = run_record(out, zeroshot)
     (probe,) = record["probes"]
     assert probe["selected_params"]["trained_on"] == "nothing (zero-shot)"
     assert probe["selected_params"]["prompts"] == 54
@@ -69,8 +63,8 @@ def test_leaderboard_rows_of_the_zeroshot_run_carry_intervals(runs):
 
 def test_the_linear_run_of_the_same_model_reuses_the_image_caches(runs):
     out, zeroshot, linear = runs
-    assert _record(out, zeroshot)["cache"]["keys"] == _record(out, linear)["cache"]["keys"]
-    assert sum(_record(out, linear)["samples_extracted"].values()) == 0
+    assert run_record(out, zeroshot)["cache"]["keys"] == run_record(out, linear)["cache"]["keys"]
+    assert sum(run_record(out, linear)["samples_extracted"].values()) == 0
 
 
 def test_compare_of_the_zeroshot_run_against_a_linear_probe_of_the_same_model(runs):
@@ -85,14 +79,14 @@ def test_the_report_shows_the_zeroshot_cell_like_any_other(runs):
     out, zeroshot, _ = runs
     result = run_cli("report", "--out", out, "--format", "markdown")
     assert result.returncode == 0, result.stderr
-    score = _record(out, zeroshot)["probes"][0]["metrics"]["test"]["balanced_accuracy"]
+    score = run_record(out, zeroshot)["probes"][0]["metrics"]["test"]["balanced_accuracy"]
     (row,) = [line for line in result.stdout.splitlines() if line.startswith(f"| {MODEL}")]
     assert f"{score:.3f} [" in row, row  # the score and its interval, as in every other cell
 
 
 def test_text_retrieval_scores_recall_both_ways_from_class_texts_with_intervals(retrieval):
     out, result = retrieval
-    record = _record(out, result)
+    record = run_record(out, result)
     assert sum(record["samples_extracted"].values()) == 0  # the zeroshot run's image caches
     (probe,) = record["probes"]
     params = probe["selected_params"]
