@@ -39,6 +39,12 @@ def test_a_device_outside_cpu_and_cuda_is_refused_as_a_sweep_refuses_it(name):
         resolve_device(name)
 
 
+def test_run_with_an_unbuilt_device_type_exits_with_one_line_and_writes_nothing(tmp_path):
+    result = run_cli("run", "--task", "demo", "--device", "mps", "--out", tmp_path / "out")
+    assert_one_line_error(result, "unknown device 'mps'; use auto, cpu, cuda or cuda:N")
+    assert not (tmp_path / "out" / "leaderboard.csv").exists() and not (tmp_path / "out" / "cache").exists()
+
+
 @pytest.mark.parametrize("env, claim", [
     ({"CUDA_VISIBLE_DEVICES": "0"}, "CUDA_VISIBLE_DEVICES=0"),
     ({"SLURM_JOB_GPUS": "0,1"}, "SLURM_JOB_GPUS=0,1"),
