@@ -9,29 +9,23 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-import numpy as np
-
 from evalsuite.config import RunConfig
 from evalsuite.features.prepare import SPLITS, prepare_features, split_aliases, used_precision
-from evalsuite.metrics.bootstrap import DRAW_SEED, DRAWS_SUFFIX, independence_note, interval_clusters
+from evalsuite.metrics.bootstrap import cluster_index, independence_note, interval_clusters, task_draw_seed
+from evalsuite.metrics.few_clusters import too_few_clusters
 from evalsuite.metrics.group_robustness import DEFAULT_K as GROUP_K
-from evalsuite.metrics.group_robustness import METRIC as GROUP_METRIC
-from evalsuite.metrics.group_robustness import group_robustness, usable_k
+from evalsuite.metrics.group_robustness import usable_k
 from evalsuite.metrics.seed_mean import TEST_DRAWS, seed_mean_intervals
-from evalsuite.metrics.regression import ITEM_PREDICTIONS
-from evalsuite.metrics.segmentation import IMAGE_CONFUSIONS
 from evalsuite.models.backbones import build_backbone
-from evalsuite.probes import PROBES
-from evalsuite.probes._validate import (check_regression_splits, check_two_classes_per_split,
-                                        regression_target_names)
-from evalsuite.probes.base import SplitScoringProbe
+from evalsuite.probes._validate import check_regression_splits, check_two_classes_per_split, regression_target_names
+from evalsuite.probes.fit_and_score import group_robustness_result, run_probe
 from evalsuite.probes.recipes import checked_recipes
 from evalsuite.probes.retrieval_texts import with_retrieval_texts
 from evalsuite.readers import build_reader
+from evalsuite.reporting.beside_run import written_beside_run
 from evalsuite.reporting.commit import commit_run
 from evalsuite.reporting.folds import fold_split, merge_folds, merged_sizes
 from evalsuite.reporting.leaderboard import LEADERBOARD_FILE, check_appendable, rows_from_record
-from evalsuite.reporting.beside_run import written_beside_run
 from evalsuite.reporting.results import run_record
 from evalsuite.runtime import distributed, progress, stages
 from evalsuite.runtime.cpus import use_threads
@@ -85,7 +79,9 @@ def _run(config: RunConfig, dist, device, builds=None) -> dict | None:
     timings["probes_s"] = sum(s.probes_s for s in scored)
     last = scored[-1]
     # A mean over folds has no draws of its own (reporting/folds.py): only an unfolded run's seeds are averaged.
-    mean_intervals = seed_mean_intervals(last.probe_results) if not folds else {}
+    test_unit, test_clusters = last.test_clusters
+    clusters = cluster_index(test_clusters, last.split_sizes["test"])[1]
+    mean_intervals, mean_notes = seed_mean_intervals(last.probe_results, clusters, test_unit) if not folds else ({}, {})
     for result in (r for s in scored for r in s.probe_results):
         result.pop(TEST_DRAWS, None)
     probe_results = merge_folds([s.probe_results for s in scored]) if folds else last.probe_results
@@ -95,6 +91,10 @@ def _run(config: RunConfig, dist, device, builds=None) -> dict | None:
                         used_precision(config, backbone, device))
     if mean_intervals:  # the interval of each several-seed mean the summary shows (metrics/seed_mean.py)
         record["intervals_95_seed_mean"] = {"test": mean_intervals}
+    if mean_notes:
+        record["intervals_95_seed_mean_notes"] = {"test": mean_notes}
+    if not folds:  # what the intervals rest on (a cross-validated task's are the folds', reporting/folds.py)
+        record["bootstrap"] = {"unit": test_unit, "clusters": clusters, "draw_seed": task_draw_seed(card.name)}
     features = last.features
     keys = {fold_split(split, n): key for n, s in enumerate(scored) for split, key in s.features.keys.items()} \
         if folds else features.keys
@@ -104,8 +104,10 @@ def _run(config: RunConfig, dist, device, builds=None) -> dict | None:
     record["throughput"] = _fold_throughput([s.features.throughput for s in scored]) if folds else features.throughput
     if folds:
         record["folds"] = [{"fold": n, **reader.fold_samples(n), "scored": s.split_sizes} for n, s in enumerate(scored)]
+    too_few = "" if folds else too_few_clusters(clusters, test_unit)
     note = independence_note(*last.test_clusters, last.split_sizes["test"], reader.clusters_fix) \
-        or getattr(reader, "intervals_note", None)  # e.g. HEST: a fold whose test is one patient has no interval
+        or getattr(reader, "intervals_note", None) \
+        or (f"no intervals: {too_few}" if too_few else None)  # e.g. HEST: a fold whose test is one patient
     if note and any(result.get("intervals_95") for result in probe_results):  # no clusters: say what that assumes
         record["intervals_note"] = note
     if features.slides:  # slide tasks: slides and tiles per split, and any slide left out with its reason
@@ -115,7 +117,7 @@ def _run(config: RunConfig, dist, device, builds=None) -> dict | None:
     aliases = split_aliases(reader)  # HEST's val is train: no rows, or tables would choose probes on train scores
     rows = [r for r in rows_from_record(record, split_sizes) if r["split"].split("_fold")[0] not in aliases]
     # The predictions and plots the run JSON names are written first and removed again if the append fails.
-    with written_beside_run(config, record, last.test_labels, last.test_clusters, probe_results) as written:
+    with written_beside_run(config, record, last.test_labels, last.test_clusters, probe_results, reader) as written:
         record["results_path"] = str(append_run(config.out_dir, record, rows))
         written.keep = True
     return record
@@ -149,9 +151,9 @@ def _score(config, card, reader, backbone, device, dist, recipes, test_sites) ->
     probe_results = []
     for number, (recipe, seed) in enumerate(fits, 1):  # progress lines say which fit of the run's grid they are
         with progress.labelled(f"{recipe.name} seed {seed}, fit {number}/{len(fits)}{_fold_label(reader)}"):
-            probe_results.append(_run_probe(recipe, card, split_data, device, seed, test_clusters))
+            probe_results.append(run_probe(recipe, card, split_data, device, seed, test_clusters))
     if test_sites is not None:
-        probe_results.append(_group_robustness_result(card, split_data["test"], test_sites, test_clusters, device,
+        probe_results.append(group_robustness_result(card, split_data["test"], test_sites, test_clusters, device,
                                                       config.seeds[0]))
     return _Scored(features, probe_results, test_clusters, {split: len(labels) for split, (_, labels) in
                                                              split_data.items()}, split_data["test"][1], features_s,
@@ -203,97 +205,3 @@ def _test_sites(card, reader):
     sites = reader.groups_of("test", card.group)
     usable_k(GROUP_K, len(sites), reader.groups("test"))
     return sites
-
-
-def _group_robustness_result(card, test_data, sites, test_clusters, device, seed: int) -> dict:
-    """The PathoROB robustness index of the test embeddings over the card's `group` column, as one probe row: it
-    depends on the embedding alone, so it is not repeated per probe."""
-    started = time.perf_counter()
-    (features, labels), (unit, clusters) = test_data, test_clusters
-    k = usable_k(GROUP_K, len(labels), clusters)
-    scored = group_robustness(features, labels, sites, k, exclude=clusters, clusters=clusters, seed=seed,
-                              device=device)
-    return {"probe": "knn_groups", "recipe": {"k": GROUP_K}, "recipe_path": "", "recipe_sha256": "", "seed": seed,
-            "selected_params": {"k": k, "group": card.group, "similarity": "cosine",
-                                "excluded": unit if clusters is not None else "self"},
-            "metrics": {"test": {GROUP_METRIC: scored[GROUP_METRIC]}},
-            "intervals_95": {"test": {GROUP_METRIC: list(scored[f"{GROUP_METRIC}_ci"])}},
-            "intervals_95_unit": unit if clusters is not None else "tile", "fit_s": time.perf_counter() - started}
-
-
-def build_probe(recipe, card, device, seed: int):
-    return PROBES[recipe.probe](num_classes=card.num_classes, device=device, seed=seed, **recipe.params,
-                                **recipe.context)
-
-
-def fit_probe(recipe, card, split_data: dict, device, seed: int):
-    """The recipe's probe trained on train, its hyper-parameters chosen on val by the card's selection metric."""
-    return _fit(build_probe(recipe, card, device, seed), card, split_data)
-
-
-def _fit(probe, card, split_data: dict):
-    (train_x, train_y), (val_x, val_y) = split_data["train"], split_data["val"]
-    probe.fit(train_x, train_y, val_x, val_y, selection_metric=card.selection_metric)
-    return probe
-
-
-def _recipe_fields(recipe) -> dict:
-    return {"probe": recipe.name, "recipe": recipe.params, "recipe_path": str(recipe.path),
-            "recipe_sha256": recipe.sha256}
-
-
-def _run_probe(recipe, card, split_data, device, seed: int, test_clusters=("tile", None)) -> dict:
-    """One probe fitted and scored; `test_clusters` = (unit, cluster id per test item or None) for the bootstrap."""
-    started = time.perf_counter()
-    probe = build_probe(recipe, card, device, seed)
-    if isinstance(probe, SplitScoringProbe):
-        # A probe whose intervals are over test items resamples the reader's clusters (patients) when it knows them.
-        clustered = getattr(probe, "accepts_clusters", False) and test_clusters[1] is not None
-        means, intervals = probe.evaluate(split_data, "test", **({"groups": test_clusters[1]} if clustered else {}))
-        return {**_recipe_fields(recipe), "seed": seed, "selected_params": probe.selected_params_,
-                "metrics": {"test": means}, "intervals_95": {"test": intervals},
-                "intervals_95_unit": test_clusters[0] if clustered else probe.interval_unit,
-                "fit_s": time.perf_counter() - started}
-    _fit(probe, card, split_data)
-    probe = _TestPredictions(probe, split_data["test"][0]) if hasattr(probe, "predict_proba") else probe
-    kind = KINDS[card.kind]
-    metrics = {split: kind.score(card, probe, features, labels) for split, (features, labels) in split_data.items()
-               if not (split == "test" and kind.intervals)}
-    # Class probabilities of every test item, stored beside the run JSON: paired comparisons of two models need
-    # the items, not only the metric.
-    test_proba = {"test_proba": np.asarray(probe.predict_proba(split_data["test"][0]), dtype=np.float32)} \
-        if kind.target == "class" and hasattr(probe, "predict_proba") else {}
-    intervals, unit, per_item, draws = {}, {}, {}, {}
-    if kind.intervals:
-        # Every seed on the same draws: the mean over seeds then has draws of its own (metrics/seed_mean.py).
-        scored = kind.score(card, probe, *split_data["test"], with_intervals=True, groups=test_clusters[1],
-                            seed=DRAW_SEED)
-        draws = {TEST_DRAWS: {k[:-len(DRAWS_SUFFIX)]: scored.pop(k) for k in list(scored) if k.endswith(DRAWS_SUFFIX)}}
-        if IMAGE_CONFUSIONS in scored:  # segmentation: per-image pixel counts, what a paired comparison resamples
-            per_item = {"test_confusions": scored.pop(IMAGE_CONFUSIONS)}
-        if ITEM_PREDICTIONS in scored:  # regression: each test item's predicted targets, resampled the same way
-            per_item = {"test_predictions": scored.pop(ITEM_PREDICTIONS)}
-        intervals = {"test": {k[:-3]: list(v) for k, v in scored.items() if k.endswith("_ci")}}
-        unit = {"intervals_95_unit": test_clusters[0]}  # what the bootstrap resampled: patient, slide, image, tile
-        metrics["test"] = {k: v for k, v in scored.items() if not k.endswith("_ci")}
-    return {**_recipe_fields(recipe), "seed": seed, "selected_params": probe.selected_params_,
-            "metrics": metrics, "intervals_95": intervals, **unit, "fit_s": time.perf_counter() - started, **test_proba,
-            **per_item, **draws}
-
-
-class _TestPredictions:
-    """A fitted probe whose test-split class probabilities are computed once: the run stores them and the scorer
-    reads them (they were predicted twice, the larger half of a kNN probe's test cost)."""
-
-    def __init__(self, probe, test_features):
-        self._probe, self._test, self._proba = probe, test_features, None
-
-    def __getattr__(self, name: str):
-        return getattr(self._probe, name)
-
-    def predict_proba(self, features):
-        if features is not self._test:
-            return self._probe.predict_proba(features)
-        if self._proba is None:
-            self._proba = self._probe.predict_proba(features)
-        return self._proba

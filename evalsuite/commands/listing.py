@@ -58,11 +58,19 @@ def models_table() -> str:
     header = ["name", "kind", "embed dim", "tokens", "patch", "input", "licence; access"]
     body = [[spec.name, "image", str(spec.embed_dim), _tokens(spec), f"{spec.patch_size_px} px",
              f"{spec.input_size_px} px", _licence(spec)] for spec in MODELS.values()]
-    # A vision-language model's embedding is its image tower's projection into the joint space; its text side is
-    # what the zeroshot probe needs, so the context length is shown where token facts go.
-    body += [[spec.name, spec.kind, str(spec.embed_dim), f"image embedding; text {spec.context_length_tokens} tokens",
-              "-", f"{spec.pretrained_cfg.input_size_px} px", _licence(spec)] for spec in VLMS.values()]
+    # A vision-language model's probes read its image embedding in the joint space, or the features before its image
+    # projection where the model prescribes those (docs/zeroshot.md); its text side is what the zeroshot probe needs,
+    # so the context length is shown where token facts go.
+    body += [[spec.name, spec.kind, str(spec.embed_dim), f"{_vlm_image_output(spec)}; text "
+              f"{spec.context_length_tokens} tokens", "-", f"{spec.pretrained_cfg.input_size_px} px", _licence(spec)]
+             for spec in VLMS.values()]
     return format_table(header, body)
+
+
+def _vlm_image_output(spec) -> str:
+    from evalsuite.models.vlm_registry import BEFORE_PROJECTION
+
+    return "image features before projection" if spec.probe_features == BEFORE_PROJECTION else "image embedding"
 
 
 def _tokens(spec) -> str:

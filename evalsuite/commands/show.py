@@ -52,7 +52,8 @@ def describe(record: dict, path: Path) -> list[str]:
         lines += _probe_lines(probe if isinstance(probe, dict) else {})
     summary = summary_lines(record)  # the seeds together, with the test intervals the per-seed lines leave out
     if summary:
-        lines += [f"summary   {summary[0]}"] + [f"          {line}" for line in summary[1].splitlines()]
+        lines += [f"summary   {summary[0]}"] + [f"          {line}" for line in summary[1].splitlines()] \
+            + [f"          {line}" for line in summary[2:]]  # the interval notes
     if record.get("intervals_note"):
         lines.append(f"note      {record['intervals_note']}")
     lines.append(f"extracted {json.dumps(record.get('samples_extracted'), sort_keys=True)} samples (0: from the cache)")

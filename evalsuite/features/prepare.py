@@ -93,6 +93,8 @@ def _key_fields(config, card, reader, backbone, split: str, precision: str) -> d
         "feature": KINDS[card.kind].feature, "dtype": "float16", "precision": precision,
         **({"layers": list(dense_layers(card))} if KINDS[card.kind].dense else {}),
         **({"pooling": backbone.pooling} if not KINDS[card.kind].dense else {}),
+        # Only where set, so every other cache keeps its key; a VLM's cache of encode_image is not served for it.
+        **({"probe_features": backbone.probe_features} if backbone.probe_features else {}),
     }
 
 

@@ -17,6 +17,8 @@ The intervals are intervals.py's: it scores a block of these draws at once (draw
 scores one draw, the reference the blocked scores are tested against.
 """
 
+import hashlib
+
 import numpy as np
 
 from evalsuite.errors import EvalsuiteError
@@ -25,10 +27,16 @@ from evalsuite.metrics.ordinal import ORDINAL_METRIC, kappa_from_confusion
 
 BOOTSTRAP_DRAWS = 1000
 CONFIDENCE = 0.95
-# Every seed of a probe is scored on the same draws (this seed), and so are the report's marks and rank intervals:
-# a mean over seeds is then scored draw by draw, and its interval is that of the number shown.
-DRAW_SEED = 0
 DRAWS_SUFFIX = "_draws"  # a split scorer's per-draw scores of a metric, beside its "_ci" interval
+NOTE_SUFFIX = "_interval_note"  # a split scorer's note on a metric's interval (shown_intervals.py), when it has one
+
+
+def task_draw_seed(task: str) -> int:
+    """The seed of one task's bootstrap draws: every seed of every probe and model on the task is scored on the same
+    draws (so a mean over seeds has draws of its own, and the report's marks, rank intervals and `--compare` pair
+    models draw by draw), while two tasks with the same number of clusters get different, independent resamples (a
+    seed shared by every task drew the same clusters for all of them). The first 4 bytes of SHA-256 of the name."""
+    return int.from_bytes(hashlib.sha256(f"evalsuite draws {task}".encode()).digest()[:4], "big")
 
 
 class _ClassRanks:
@@ -129,13 +137,6 @@ def cluster_index(groups, items: int) -> tuple[np.ndarray, int]:
         raise ValueError(f"{len(groups)} cluster ids for {items} test items")
     _, of_item = np.unique(np.asarray(groups), return_inverse=True)
     return of_item.reshape(-1), int(of_item.max()) + 1 if items else 0
-
-
-def with_draws(drawn: dict, confidence: float = CONFIDENCE) -> dict:
-    """A split scorer's interval entries from {metric: per-draw scores}: metric + "_ci" the percentile interval,
-    metric + DRAWS_SUFFIX the draws themselves (the runner averages a probe's seeds draw by draw with them)."""
-    found = {f"{name}_ci": percentile_interval(values, confidence) for name, values in drawn.items()}
-    return found | {f"{name}{DRAWS_SUFFIX}": np.asarray(values, dtype=np.float64) for name, values in drawn.items()}
 
 
 def percentile_interval(values: np.ndarray, confidence: float = CONFIDENCE) -> tuple:

@@ -16,10 +16,11 @@ about 1 ms per call, which the probes' val selection and few-shot's 100 support 
 
 import numpy as np
 
-from evalsuite.metrics.bootstrap import _ClassRanks, _confusion_metrics, with_draws
+from evalsuite.metrics.bootstrap import _ClassRanks, _confusion_metrics, cluster_index
 from evalsuite.metrics.calibration import calibration_metrics
 from evalsuite.metrics.intervals import bootstrap_draw_scores
 from evalsuite.metrics.ordinal import ORDINAL_METRIC, quadratic_kappa
+from evalsuite.metrics.shown_intervals import with_draws
 
 
 def _confusion(y_true, proba) -> np.ndarray:
@@ -78,15 +79,16 @@ def compute_metrics(y_true: np.ndarray, proba: np.ndarray, ordinal: bool = False
 
 
 def classification_split_metrics(card, probe, features, labels, with_intervals: bool = False, groups=None,
-                                 seed: int = 0) -> dict:
+                                 seed: int = 0, unit: str = "cluster") -> dict:
     """The scorer of kind `classification`: {metric: value} of a fitted probe on one split; with intervals also
     {metric + "_ci": (low, high)} and {metric + "_draws": per-draw scores} from the bootstrap (drawn with `seed`;
-    the runner passes bootstrap.DRAW_SEED for every probe seed) over the clusters `groups` (one id per item; None:
-    items). An ordinal `card` adds the quadratic weighted kappa."""
+    the runner passes the task's bootstrap.task_draw_seed for every probe seed) over the clusters `groups` (one id
+    per item, `unit` what they are; None: items), shown as shown_intervals.py says. An ordinal `card` adds the
+    quadratic weighted kappa."""
     proba = probe.predict_proba(features)
     ordinal = bool(getattr(card, "ordinal", False))
     metrics = compute_metrics(labels, proba, ordinal)
     if with_intervals:
         drawn = bootstrap_draw_scores(np.asarray(labels), proba, seed=seed, groups=groups, ordinal=ordinal)
-        metrics.update(with_draws(drawn))
+        metrics.update(with_draws(drawn, metrics, cluster_index(groups, len(labels))[1], unit))
     return metrics

@@ -3,9 +3,10 @@ interval, floor, Pareto front and `leaderboard --compare` verdict reads (through
 
 A name is resolved in this order:
 1. exact names (`DIRECTIONS`): the scores of every task kind, the calibration errors, the run columns;
-2. names made from another metric take that metric's direction: `<metric>_ci` and `<metric>_draws` (a split
-   scorer's interval and bootstrap draws), `<metric>_<k>shot` (the few-shot probe's mean over support sets),
-   `<metric>_delta_<transform>` (robustness: transformed minus clean, so better the same way as <metric>);
+2. names made from another metric take that metric's direction: `<metric>_ci`, `<metric>_draws` and
+   `<metric>_interval_note` (a split scorer's interval, bootstrap draws and interval note), `<metric>_<k>shot` (the
+   few-shot probe's mean over support sets), `<metric>_delta_<transform>` (robustness: transformed minus clean, so
+   better the same way as <metric>);
 3. families whose names carry a class, a k, a transform or a target: `FAMILIES`, by prefix or suffix.
 A name none of these covers has no direction and `higher_is_better` refuses it with a one-line error, so a metric
 added without a direction fails tests/reporting/test_metric_directions.py instead of being ranked upside down.
@@ -47,7 +48,8 @@ FAMILIES = (
 )
 
 # A name made from another metric: group 1 is that metric.
-_DERIVED = (re.compile(r"(.+)_(?:ci|draws)"), re.compile(r"(.+)_\d+shot"), re.compile(r"(.+)_delta_[^_].*"))
+_DERIVED = (re.compile(r"(.+)_(?:ci|draws|interval_note)"), re.compile(r"(.+)_\d+shot"),
+            re.compile(r"(.+)_delta_[^_].*"))
 
 
 def direction(metric: str) -> str | None:

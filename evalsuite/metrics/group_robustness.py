@@ -23,7 +23,7 @@ same ranking as cosine; every sample queries all others; fixed k per dataset: 11
 ESCA, 61 TCGA). Differences here (docs/group_robustness.md): computed on the test split only; k is
 given, not chosen by kNN balanced accuracy; a k larger than some item's eligible neighbours is an
 error rather than a silent cut of every item to the smallest count; ties in similarity go to the lower
-item index; the interval is the evalsuite percentile bootstrap over queries (or their clusters), where
+item index; the interval is the evalsuite bootstrap over queries (or their clusters; shown_intervals.py), where
 PathoROB reports the mean and std of 1000 unseeded query resamples; no 2x2 (class x centre) pairing as
 PathoROB's TCGA setting, i.e. its unpaired Camelyon / Tolkach mode.
 
@@ -37,8 +37,9 @@ import numpy as np
 import torch
 
 from evalsuite.errors import EvalsuiteError
-from evalsuite.metrics.bootstrap import BOOTSTRAP_DRAWS, CONFIDENCE, cluster_index
+from evalsuite.metrics.bootstrap import BOOTSTRAP_DRAWS, NOTE_SUFFIX, cluster_index
 from evalsuite.metrics.neighbours import keep_top
+from evalsuite.metrics.shown_intervals import shown_interval
 
 DEFAULT_K = 11  # PathoROB's smallest fixed k (Camelyon); its others are 46 and 61 on larger datasets
 METRIC = "robustness_index"
@@ -52,14 +53,21 @@ def robustness_index(features, labels, groups, k: int = DEFAULT_K, exclude=None,
 
 
 def group_robustness(features, labels, groups, k: int = DEFAULT_K, exclude=None, clusters=None, seed: int = 0,
-                     **search) -> dict:
+                     unit: str = "cluster", **search) -> dict:
     """{robustness_index, robustness_index_ci (low, high), so_pairs, os_pairs}: the index and its bootstrap over
-    `clusters` (one id per item, e.g. its patient; None: over items)."""
+    `clusters` (one id per item, e.g. its patient, `unit` what they are; None: over items), the interval shown as
+    shown_intervals.py says (and its note under robustness_index + NOTE_SUFFIX, when it has one)."""
     same_other, other_same = pair_counts(features, labels, groups, k, exclude, **search)
     value = index_from_counts(same_other, other_same, labels, groups)
-    interval = (np.nan, np.nan) if np.isnan(value) else index_interval(same_other, other_same, clusters, seed=seed)
-    return {METRIC: value, f"{METRIC}_ci": interval, "so_pairs": int(same_other.sum()),
-            "os_pairs": int(other_same.sum())}
+    found = {METRIC: value, f"{METRIC}_ci": (np.nan, np.nan), "so_pairs": int(same_other.sum()),
+             "os_pairs": int(other_same.sum())}
+    if not np.isnan(value):
+        shown = shown_interval(value, index_draws(same_other, other_same, clusters, seed=seed),
+                               cluster_index(clusters, len(same_other))[1], METRIC, unit)
+        found[f"{METRIC}_ci"] = shown.bounds
+        if shown.note:
+            found[f"{METRIC}{NOTE_SUFFIX}"] = shown.note
+    return found
 
 
 def index_from_counts(same_other: np.ndarray, other_same: np.ndarray, labels=None, groups=None) -> float:
@@ -70,24 +78,22 @@ def index_from_counts(same_other: np.ndarray, other_same: np.ndarray, labels=Non
     return float(same_other.sum()) / total if total > 0 else np.nan
 
 
-def index_interval(same_other, other_same, clusters=None, draws: int = BOOTSTRAP_DRAWS, seed: int = 0,
-                   confidence: float = CONFIDENCE) -> tuple[float, float]:
-    """Percentile bootstrap of the index over queries (or their `clusters`): the draws of
-    evalsuite.metrics.bootstrap for the same seed, each a weighted ratio of the per-query counts; the
-    neighbour lists stay those of the full split, as in PathoROB. Fewer than two clusters: (nan, nan)."""
+def index_draws(same_other, other_same, clusters=None, draws: int = BOOTSTRAP_DRAWS, seed: int = 0) -> np.ndarray:
+    """The index in each bootstrap draw over queries (or their `clusters`): the draws of evalsuite.metrics.bootstrap
+    for the same seed, each a weighted ratio of the per-query counts; the neighbour lists stay those of the full
+    split, as in PathoROB. Fewer than two clusters: no draws."""
     same_other = np.asarray(same_other, dtype=np.float64)
     other_same = np.asarray(other_same, dtype=np.float64)
     cluster_of_query, n_clusters = cluster_index(clusters, len(same_other))
     if n_clusters < 2:
-        return (np.nan, np.nan)
+        return np.zeros(0)
     rng = np.random.default_rng(seed)
     values = np.empty(draws)
     for draw in range(draws):
         weights = np.bincount(rng.integers(0, n_clusters, size=n_clusters), minlength=n_clusters)[cluster_of_query]
         wanted, unwanted = weights @ same_other, weights @ other_same
         values[draw] = wanted / (wanted + unwanted) if wanted + unwanted > 0 else np.nan
-    tail = (1 - confidence) / 2 * 100
-    return float(np.nanpercentile(values, tail)), float(np.nanpercentile(values, 100 - tail))
+    return values
 
 
 def pair_counts(features, labels, groups, k: int, exclude=None, batch_size: int = 1024,

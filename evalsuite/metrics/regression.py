@@ -32,8 +32,8 @@ from itertools import islice
 import numpy as np
 
 from evalsuite.errors import EvalsuiteError
-from evalsuite.metrics.bootstrap import (BOOTSTRAP_DRAWS, CONFIDENCE, cluster_index, draw_weights, percentile_interval,
-                                         with_draws)
+from evalsuite.metrics.bootstrap import BOOTSTRAP_DRAWS, CONFIDENCE, cluster_index, draw_weights, percentile_interval
+from evalsuite.metrics.shown_intervals import with_draws
 
 DRAW_BLOCK_BYTES = 32 * 1024**2  # the item-by-draw arrays of one block of bootstrap draws take about this
 # The test scorer's float32 [items, targets] predictions, which the run stores for paired tests (never in the JSON).
@@ -234,7 +234,7 @@ def _undefined_reason(targets: np.ndarray, predictions: np.ndarray, index: int, 
 
 
 def regression_split_metrics(card, probe, features, targets, with_intervals: bool = False, groups=None,
-                             seed: int = 0) -> dict:
+                             seed: int = 0, unit: str = "cluster") -> dict:
     """The scorer of kind `regression`: {metric: mean over targets} of a fitted probe's `predict(features)` [items,
     targets] on one split, plus `pearson_undefined_targets` / `r2_undefined_targets` when targets were left out;
     with intervals also {metric + "_ci": (low, high)} from the bootstrap (drawn with `seed`) over the clusters
@@ -267,6 +267,7 @@ def regression_split_metrics(card, probe, features, targets, with_intervals: boo
         if values.any():
             metrics[f"{name}_undefined_targets"] = int(values.sum())
     if with_intervals:
-        metrics.update(with_draws(regression_draw_scores(targets, predictions, groups, seed=seed)))
+        metrics.update(with_draws(regression_draw_scores(targets, predictions, groups, seed=seed), metrics,
+                                  cluster_index(groups, len(targets))[1], unit))
         metrics[ITEM_PREDICTIONS] = predictions.astype(np.float32)
     return metrics

@@ -27,7 +27,7 @@ draws are those of evalsuite.metrics.bootstrap (1000, seeded, clusters resampled
 
 import numpy as np
 
-from evalsuite.metrics.bootstrap import BOOTSTRAP_DRAWS, CONFIDENCE, cluster_index
+from evalsuite.metrics.bootstrap import BOOTSTRAP_DRAWS, cluster_index, draw_weights
 
 METRIC_PREFIX = "retrieval_"
 KINDS = ("acc", "mvacc", "map")
@@ -81,23 +81,14 @@ def retrieval_metrics(neighbour_labels, query_labels, ks) -> dict:
             for name, values in per_query_scores(neighbour_labels, query_labels, ks).items()}
 
 
-def retrieval_intervals(scores: dict, draws: int = BOOTSTRAP_DRAWS, seed: int = 0, confidence: float = CONFIDENCE,
-                        groups=None) -> dict:
-    """{metric: (low, high)} percentile bootstrap interval of the mean of each per-query score in `scores`.
+def retrieval_draws(scores: dict, draws: int = BOOTSTRAP_DRAWS, seed: int = 0, groups=None) -> dict:
+    """{metric: float64 [draws]}: the mean of each per-query score in `scores` in each bootstrap draw.
 
     `groups`: a cluster id per query (e.g. its patient) to resample clusters instead of queries. The draws
-    are evalsuite.metrics.bootstrap's for the same seed; fewer than two clusters give (nan, nan)."""
+    are evalsuite.metrics.bootstrap's for the same seed; fewer than two clusters give none."""
     names = list(scores)
     values = np.stack([np.asarray(scores[n], dtype=np.float64) for n in names], axis=1) if names else np.zeros((0, 0))
-    cluster_of_query, clusters = cluster_index(groups, len(values))
-    if clusters < 2:
-        return {name: (np.nan, np.nan) for name in names}
-    rng = np.random.default_rng(seed)
-    means = np.empty((draws, len(names)))
-    for draw in range(draws):
-        drawn = np.bincount(rng.integers(0, clusters, size=clusters), minlength=clusters)
-        weights = drawn[cluster_of_query].astype(np.float64)
-        means[draw] = weights @ values / weights.sum()
-    tail = (1 - confidence) / 2 * 100
-    low, high = np.percentile(means, tail, axis=0), np.percentile(means, 100 - tail, axis=0)
-    return {name: (float(low[i]), float(high[i])) for i, name in enumerate(names)}
+    if cluster_index(groups, len(values))[1] < 2:
+        return {name: np.zeros(0) for name in names}
+    means = np.stack([weights @ values / weights.sum() for weights in draw_weights(groups, len(values), draws, seed)])
+    return {name: means[:, i] for i, name in enumerate(names)}

@@ -25,9 +25,9 @@ the resampled images, with no re-prediction. `ConfusionScorer` scores such draws
 import numpy as np
 
 from evalsuite.errors import EvalsuiteError
-from evalsuite.metrics.bootstrap import (BOOTSTRAP_DRAWS, CONFIDENCE, cluster_index, draw_weights, percentile_interval,
-                                         with_draws)
+from evalsuite.metrics.bootstrap import BOOTSTRAP_DRAWS, CONFIDENCE, cluster_index, draw_weights, percentile_interval
 from evalsuite.metrics.draw_scores import macro_mean
+from evalsuite.metrics.shown_intervals import with_draws
 
 IGNORE_INDEX = 255
 BACKGROUND = "background"
@@ -167,7 +167,7 @@ def _block_metric(confusion: np.ndarray, metric: str, names) -> np.ndarray:
 
 
 def segmentation_split_metrics(card, probe, features, labels, with_intervals: bool = False, groups=None,
-                               seed: int = 0) -> dict:
+                               seed: int = 0, unit: str = "cluster") -> dict:
     """The runner's scorer for kind `segmentation`: stream the split through the fitted probe; the per-class
     metrics are named after the card's classes. With intervals (the test split) also {metric + "_ci": (low, high)}
     from the bootstrap (drawn with `seed`) over the clusters `groups` (one id per image; None: images), and the
@@ -179,6 +179,7 @@ def segmentation_split_metrics(card, probe, features, labels, with_intervals: bo
                              f"{len(confusion)}; list one name per class id")
     metrics = metrics_from_confusion(confusion, card.classes)
     if with_intervals:
-        metrics.update(with_draws(segmentation_draw_scores(per_image, card.classes, groups, seed=seed)))
+        metrics.update(with_draws(segmentation_draw_scores(per_image, card.classes, groups, seed=seed), metrics,
+                                  cluster_index(groups, len(per_image))[1], unit))
         metrics[IMAGE_CONFUSIONS] = per_image
     return metrics

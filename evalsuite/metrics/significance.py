@@ -30,6 +30,7 @@ from evalsuite.metrics.calibration import CALIBRATION_METRICS, CalibrationItems
 from evalsuite.metrics.classification import METRICS
 from evalsuite.metrics.directions import higher_is_better
 from evalsuite.metrics.draw_scores import AurocScores, CategorySums, confusion_scores, macro_mean, per_draw_scores
+from evalsuite.metrics.few_clusters import tie_tolerance
 from evalsuite.metrics.ordinal import ORDINAL_METRIC
 
 # Metrics scored by weighted_metrics from item weights (the others re-score the resampled items).
@@ -99,12 +100,14 @@ class ItemScorer:
 
 
 def bootstrap_p_value(differences: np.ndarray) -> float:
-    """Two-sided p of "difference = 0" from bootstrap differences: the percentile interval's duality, +1 corrected."""
+    """Two-sided p of "difference = 0" from bootstrap differences: the percentile interval's duality, +1 corrected;
+    a difference within few_clusters.TIE_RTOL of 0 counts on both sides (float rounding must not decide a tie)."""
     differences = differences[~np.isnan(differences)]
     draws = len(differences)
     if draws == 0:
         return float("nan")
-    below, above = int((differences <= 0).sum()), int((differences >= 0).sum())
+    tolerance = tie_tolerance(differences)
+    below, above = int((differences <= tolerance).sum()), int((differences >= -tolerance).sum())
     return min(1.0, 2 * (1 + min(below, above)) / (draws + 1))
 
 
@@ -149,14 +152,17 @@ def mcnemar_exact(correct_a, correct_b) -> tuple[int, int, float]:
 
 
 def average_ranks(values: np.ndarray, higher_better: bool = True) -> np.ndarray:
-    """Rank 1 for the best value, ties share the average of their positions, NaN ranks after every number; on
-    a matrix, ranks along the last axis (each row ranked on its own)."""
+    """Rank 1 for the best value, ties (within few_clusters.TIE_RTOL of the values' scale) share the average of
+    their positions, NaN ranks after every number; on a matrix, ranks along the last axis (each row on its own)."""
     values = np.asarray(values, dtype=np.float64)
     keys = np.where(np.isnan(values), np.inf, -values if higher_better else values)
+    tolerance = tie_tolerance(values)
+    with np.errstate(invalid="ignore"):  # inf - inf: two undefined values, tied last
+        gap = keys[..., None, :] - keys[..., :, None]  # [.., i, j]: key j - key i
+        tied_pair = (np.abs(gap) <= tolerance) | (np.isinf(keys[..., None, :]) & np.isinf(keys[..., :, None]))
+        before = ((gap < 0) & ~tied_pair).sum(axis=-1)
     # A value's average position = 1 + (values strictly before it) + (the others tied with it) / 2.
-    before = (keys[..., None, :] < keys[..., :, None]).sum(axis=-1)
-    tied = (keys[..., None, :] == keys[..., :, None]).sum(axis=-1)
-    return 1 + before + (tied - 1) / 2
+    return 1 + before + (tied_pair.sum(axis=-1) - 1) / 2
 
 
 def rank_intervals(y_true, probas: dict, metric: str, groups=None, draws: int = BOOTSTRAP_DRAWS, seed: int = 0,

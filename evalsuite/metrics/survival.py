@@ -17,7 +17,8 @@ pass over every comparable pair per draw (12.5 million pairs for 5,000 slides).
 import numpy as np
 
 from evalsuite.errors import EvalsuiteError
-from evalsuite.metrics.bootstrap import BOOTSTRAP_DRAWS, CONFIDENCE, cluster_index, percentile_interval, with_draws
+from evalsuite.metrics.bootstrap import BOOTSTRAP_DRAWS, CONFIDENCE, cluster_index, percentile_interval
+from evalsuite.metrics.shown_intervals import with_draws
 
 DRAW_BLOCK_BYTES = 64 * 1024**2  # the Fenwick tree of one block of bootstrap draws takes at most this
 
@@ -146,13 +147,13 @@ SURVIVAL_METRICS = {"c_index": _c_index}  # name -> fn(targets [S, 2], risk [S])
 
 
 def survival_split_metrics(_card, probe, bags, targets, with_intervals: bool = False, groups=None,
-                           seed: int = 0) -> dict:
+                           seed: int = 0, unit: str = "cluster") -> dict:
     """The scorer of kind `survival`: {"c_index": v} of a fitted probe's risks on one split; with intervals also
     {"c_index_ci": (low, high)} from the cluster bootstrap over `groups` (one id per slide; None: slides)."""
     targets = check_survival_targets(targets, "survival scoring")
     risk = np.asarray(probe.predict_risk(bags), dtype=np.float64)
     metrics = {name: float(fn(targets, risk)) for name, fn in SURVIVAL_METRICS.items()}
     if with_intervals:
-        metrics.update(with_draws({"c_index": c_index_draw_scores(targets[:, 0], targets[:, 1], risk, seed=seed,
-                                                                  groups=groups)}))
+        drawn = {"c_index": c_index_draw_scores(targets[:, 0], targets[:, 1], risk, seed=seed, groups=groups)}
+        metrics.update(with_draws(drawn, metrics, cluster_index(groups, len(risk))[1], unit))
     return metrics

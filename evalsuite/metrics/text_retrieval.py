@@ -18,7 +18,7 @@ class texts search (the database), which is where that score's sampling variatio
 
 import numpy as np
 
-from evalsuite.metrics.bootstrap import BOOTSTRAP_DRAWS, CONFIDENCE, cluster_index, draw_weights
+from evalsuite.metrics.bootstrap import BOOTSTRAP_DRAWS, cluster_index, draw_weights
 
 TEXT_TO_IMAGE, IMAGE_TO_TEXT = "text_to_image", "image_to_text"
 
@@ -49,18 +49,17 @@ def recall_per_query(ranks, ks, direction: str) -> dict:
     return {metric_name(direction, k): (ranks < k).astype(np.float64) for k in ks}
 
 
-def query_intervals(scores: dict, groups=None, seed: int = 0, draws: int = BOOTSTRAP_DRAWS,
-                    confidence: float = CONFIDENCE) -> dict:
-    """{metric: (low, high)} of the mean of per-query scores, one query per test image, resampling the images
-    (or their clusters, `groups`); fewer than two clusters give (nan, nan)."""
+def query_draws(scores: dict, groups=None, seed: int = 0, draws: int = BOOTSTRAP_DRAWS) -> dict:
+    """{metric: float64 [draws]}: the mean of per-query scores, one query per test image, in each draw resampling
+    the images (or their clusters, `groups`); fewer than two clusters give no draws."""
     names = list(scores)
     if not names:  # e.g. class texts with every recipe k at or above the number of classes
         return {}
     values = np.stack([np.asarray(scores[n], dtype=np.float64) for n in names], axis=1)
     if cluster_index(groups, len(values))[1] < 2:
-        return {name: (np.nan, np.nan) for name in names}
+        return {name: np.zeros(0) for name in names}
     means = np.stack([weights @ values / weights.sum() for weights in draw_weights(groups, len(values), draws, seed)])
-    return _percentiles(means, names, confidence)
+    return {name: means[:, i] for i, name in enumerate(names)}
 
 
 def database_recall(order, positives_in_order, weights, ks) -> np.ndarray:
@@ -77,19 +76,12 @@ def database_recall(order, positives_in_order, weights, ks) -> np.ndarray:
     return np.array([(before < k).mean() if len(before) else np.nan for k in ks])
 
 
-def database_intervals(order, positives_in_order, ks, groups=None, seed: int = 0, draws: int = BOOTSTRAP_DRAWS,
-                       confidence: float = CONFIDENCE) -> dict:
-    """{text_to_image_recall@k: (low, high)}: each draw resamples the images (or clusters) the texts search."""
+def database_draws(order, positives_in_order, ks, groups=None, seed: int = 0, draws: int = BOOTSTRAP_DRAWS) -> dict:
+    """{text_to_image_recall@k: float64 [draws]}: each draw resamples the images (or clusters) the texts search."""
     names = [metric_name(TEXT_TO_IMAGE, k) for k in ks]
     images = order.shape[1]
     if cluster_index(groups, images)[1] < 2:
-        return {name: (np.nan, np.nan) for name in names}
+        return {name: np.zeros(0) for name in names}
     means = np.stack([database_recall(order, positives_in_order, weights, ks)
                       for weights in draw_weights(groups, images, draws, seed)])
-    return _percentiles(means, names, confidence)
-
-
-def _percentiles(means: np.ndarray, names: list, confidence: float) -> dict:
-    tail = (1 - confidence) / 2 * 100
-    low, high = np.nanpercentile(means, tail, axis=0), np.nanpercentile(means, 100 - tail, axis=0)
-    return {name: (float(low[i]), float(high[i])) for i, name in enumerate(names)}
+    return {name: means[:, i] for i, name in enumerate(names)}

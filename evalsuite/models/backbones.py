@@ -53,6 +53,7 @@ class Backbone:
     patch_size_px: int | None = None  # None: not a patch-token model (CNN feature maps)
     precision: str | None = None  # compute precision the registry pins for `--precision auto` (None: the device's)
     text: object = None  # models.vlm.TextTower of a vision-language model (the zeroshot probe's prompts); else None
+    probe_features: str | None = None  # "before_projection" (models/vlm_registry.py): in the cache key; None: the only
 
     def pooled_features(self, images):
         """[batch, embed_dim] embedding for classification probes."""

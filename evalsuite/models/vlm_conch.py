@@ -6,7 +6,9 @@ conch_ViT-B-16.json`, `coca_model.py`, `vision_tower.py`, `transformer.py`, `cus
 
 - image: `visual.trunk` a timm ViT-B/16 at 448 px (its `forward_features`: all tokens after the final norm), one
   learnt query attending over them (`visual.attn_pool_contrast`, 8 heads, 512 wide), `visual.ln_contrast`, then
-  `@ visual.proj_contrast` [512, 512]: `encode_image`, unnormalised as for CLIP.
+  `@ visual.proj_contrast` [512, 512]: `encode_image`, unnormalised as for CLIP. The image probes read the features
+  before the projection (CONCH's README: `encode_image(proj_contrast=False, normalize=False)` for linear probes and
+  MIL, `forward_no_head` in `vision_tower.py`); zero-shot applies `proj_contrast` to the cached rows.
 - text: CONCH's tokenizer gives 127 ids (start, words, end, `<pad>` id 0 after them) plus one placeholder pad;
   `encode_text` drops that placeholder, `text` (a CoCa text tower: 12 layers, 768 wide) appends a learnt class
   embedding and reads it at the last position, through `ln_final` and `text_projection` [768, 512]. open_clip's
@@ -60,9 +62,13 @@ class ConchVisual(nn.Module):
         self.ln_contrast = nn.LayerNorm(_EMBED_DIM)
         self.proj_contrast = nn.Parameter(_WIDTH ** -0.5 * torch.randn(_EMBED_DIM, _EMBED_DIM))
 
-    def forward(self, images: torch.Tensor) -> torch.Tensor:
+    def forward_before_projection(self, images: torch.Tensor) -> torch.Tensor:
+        """[batch, 512]: CONCH's `forward_no_head` (`encode_image(proj_contrast=False, normalize=False)`)."""
         pooled = self.attn_pool_contrast(self.trunk.forward_features(images))[:, 0]
-        return self.ln_contrast(pooled) @ self.proj_contrast
+        return self.ln_contrast(pooled)
+
+    def forward(self, images: torch.Tensor) -> torch.Tensor:
+        return self.forward_before_projection(images) @ self.proj_contrast
 
 
 class Conch(nn.Module):
@@ -82,6 +88,14 @@ class Conch(nn.Module):
 
     def encode_image(self, images: torch.Tensor) -> torch.Tensor:
         return self.visual(images)
+
+    def encode_image_before_projection(self, images: torch.Tensor) -> torch.Tensor:
+        """What CONCH prescribes for linear probes and MIL: the pooled, LayerNorm-ed embedding, not projected."""
+        return self.visual.forward_before_projection(images)
+
+    def image_projection(self) -> torch.Tensor:
+        """[512, 512]: encode_image = encode_image_before_projection @ this (no bias)."""
+        return self.visual.proj_contrast
 
     def encode_text(self, tokens: torch.Tensor) -> torch.Tensor:
         return self.text(tokens[:, :-1])  # the placeholder pad makes way for the class embedding

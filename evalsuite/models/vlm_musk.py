@@ -10,6 +10,9 @@ imports `fairscale.nn` at import time).
 - image: `beit3(visual_tokens=...)`, the CLS token of the last layer through `vision_head` (`with_head=True`,
   `ms_aug=False`, MUSK's zero-shot settings); text: `beit3(textual_tokens=..., text_padding_position=...)`, its CLS
   token through `language_head`. Both unnormalised (the probes normalise; MUSK's `out_norm=True` does the same).
+  The image probes read the CLS token before `vision_head` (`with_head=False`, which MUSK's README prescribes for
+  linear probes and MIL); zero-shot applies the head's weight to the cached rows. MUSK's `ms_aug` (a second,
+  upsampled scale concatenated, also prescribed there) is not built.
 - the checkpoint is read strictly at 384 px. MUSK's loader interpolates the image position table when the model's
   size differs from the file's; the entry builds MUSK's own 384 px model, so a table of another size is refused
   (wrong shape) rather than resampled.
@@ -56,7 +59,15 @@ class Musk(nn.Module):
         self.tokenizer = tokenizer  # told where the checkpoint lies (tokenizer.spm sits beside it)
 
     def encode_image(self, images: torch.Tensor) -> torch.Tensor:
-        return self.vision_head(self.beit3(visual_tokens=images)["encoder_out"][:, 0])
+        return self.vision_head(self.encode_image_before_projection(images))
+
+    def encode_image_before_projection(self, images: torch.Tensor) -> torch.Tensor:
+        """The last layer's CLS token, MUSK's `with_head=False` (what it prescribes for linear probes and MIL)."""
+        return self.beit3(visual_tokens=images)["encoder_out"][:, 0]
+
+    def image_projection(self) -> torch.Tensor:
+        """[1024, 1024]: encode_image = encode_image_before_projection @ this (vision_head is bias-free)."""
+        return self.vision_head.weight.T
 
     def encode_text(self, tokens: dict) -> torch.Tensor:
         out = self.beit3(textual_tokens=tokens["input_ids"], text_padding_position=tokens["padding_mask"])

@@ -4,6 +4,9 @@ Each entry names the library that builds both towers (open_clip here: never copi
 architecture config inside it, the checkpoint layout `--weights` must have, the pixels the image tower expects,
 the text tokenizer and its context length, the logit scale of the published weights, and licence and access.
 The image tower serves every probe like any other backbone; the text tower serves the `zeroshot` probe.
+`probe_features` says which image output the image probes read and the cache holds: the joint embedding, or, where
+the model prescribes it for linear probes and MIL (CONCH, MUSK), the features before its linear image projection,
+which the text-reading probes then apply to the cached rows (docs/zeroshot.md, "Which feature each probe reads").
 
 PLIP ships a transformers CLIPModel checkpoint: its keys are renamed into open_clip's CLIP (models/vlm_adapters.py).
 
@@ -37,6 +40,11 @@ MUSK_REPO = "https://github.com/lilab-stanford/MUSK/blob/714b666"  # the commit 
 CONCH_MODULES = "conch (timm + open_clip modules)"  # CONCH v1 composed from the libraries (models/vlm_conch.py)
 CONCH_REPO = "https://github.com/mahmoodlab/CONCH/blob/141cc09"  # the commit read for the entry
 TIMM_BERT = "timm+transformers"  # KEEP: timm's ViT and transformers' BertModel under KEEP's names (models/vlm_keep.py)
+# Which image output the feature cache holds and the image probes (linear, kNN, ABMIL, ...) read; the probes that
+# compare images with texts (zeroshot, mizero, text_retrieval) map the cached rows into the joint space
+# (models/vlm.py, ImageToJoint). docs/zeroshot.md, "Which feature each probe reads", cites each model's instructions.
+JOINT_EMBEDDING = "joint_embedding"  # `encode_image`: the cache already holds the joint-space embedding
+BEFORE_PROJECTION = "before_projection"  # the features before a linear, bias-free image projection into the joint space
 
 
 @dataclass(frozen=True)
@@ -55,6 +63,10 @@ class VLMSpec:
     sources: tuple = ()
     unconfirmed: str = ""
     kind: str = "vision-language"
+    # What the image probes read (JOINT_EMBEDDING or BEFORE_PROJECTION), as the model's own instructions prescribe for
+    # linear probes and MIL; BEFORE_PROJECTION needs the model's `encode_image_before_projection` and
+    # `image_projection` (encode_image = before_projection @ image_projection).
+    probe_features: str = JOINT_EMBEDDING
 
 
 _SPECS = [
@@ -163,6 +175,9 @@ _SPECS = [
         unconfirmed="that pytorch_model.bin holds exactly the key names and shapes CONCH's code gives its CoCa "
                     "model (read from the code, not from the file); the trained logit scale (read from the file at "
                     "load)",
+        # CONCH's README ("Using the model as an vision encoder"): `encode_image(proj_contrast=False,
+        # normalize=False)` for linear probes and MIL, the projected embedding for zero-shot and retrieval.
+        probe_features=BEFORE_PROJECTION,
     ),
     VLMSpec(
         name="musk",
@@ -189,6 +204,9 @@ _SPECS = [
                     "interpolated as MUSK's loader does); gating as the hub page shows it (the README says users "
                     "agree to terms); the trained logit scale (read from the file at load); that the hub's "
                     "tokenizer.spm is the GitHub package's (sha256 6f5e2fef...43f4, on which the ids were checked)",
+        # MUSK's README (lines 97-106): `with_head=False` for linear probes and MIL, the head for zero-shot; its
+        # benchmark's linear probe the same (linear_probe.py line 69). Its `ms_aug` features are not built.
+        probe_features=BEFORE_PROJECTION,
     ),
 ]
 

@@ -74,3 +74,15 @@ def check_text_tower(backbone, probe: str) -> None:
     if getattr(backbone, "text", None) is None:
         raise EvalsuiteError(f"probe {probe} needs a vision-language model (a text tower): '{backbone.name}' has "
                              "none; use --model clip-vit-b-16 (`evalsuite list models`, kind vision-language)")
+
+
+def check_images_map_to_joint_space(probe_class, probe: str, backbone) -> None:
+    """A probe comparing cached image rows with text embeddings maps the rows into the joint space first
+    (`maps_images_to_joint`, with its texts' `image_to_joint`); without that it would compare the features before a
+    model's image projection with texts, so such a model is refused before any forward."""
+    if backbone.text.image_to_joint.is_identity or getattr(probe_class, "maps_images_to_joint", False):
+        return
+    raise EvalsuiteError(f"probe {probe} does not map cached image rows into the joint image-text space, and model "
+                         f"'{backbone.name}' caches its image features {backbone.probe_features.replace('_', ' ')} "
+                         f"(docs/zeroshot.md, 'Which feature each probe reads'): evalsuite/probes/{probe}.py must "
+                         "apply its texts' image_to_joint to each batch and set maps_images_to_joint = True")

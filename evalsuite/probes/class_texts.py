@@ -18,8 +18,9 @@ import numpy as np
 
 from evalsuite.errors import EvalsuiteError
 from evalsuite.features.text_cache import cached_text_embeddings
+from evalsuite.models.vlm import ImageToJoint
 from evalsuite.probes import PROBES
-from evalsuite.probes._validate import check_text_tower
+from evalsuite.probes._validate import check_images_map_to_joint_space, check_text_tower
 from evalsuite.probes.zeroshot import ZERO_SHOT
 from evalsuite.tasks.cards import PROMPTS_FIELD
 
@@ -90,6 +91,9 @@ class ClassTexts:
     prompts: dict  # {set name: number of prompts}
     cache_keys: dict  # {set name: text cache key}
     source: str
+    # Maps the cached image rows (float32 batches) into the space of `embeddings`: the model's image projection
+    # where its cache holds the features before it (models/vlm.py); the identity by default.
+    image_to_joint: ImageToJoint = dataclasses.field(default_factory=ImageToJoint)
 
     def params_of(self, prompt_set: str) -> dict:
         """What a run's selected_params record of the chosen prompt set (zeroshot and mizero alike)."""
@@ -103,12 +107,14 @@ def with_class_texts(recipes: list, card, backbone, out_dir, device) -> list:
     if not readers:
         return recipes
     check_text_tower(backbone, readers[0])
+    for probe in readers:
+        check_images_map_to_joint_space(PROBES[probe], probe, backbone)
     sets = prompt_sets(card, readers[0])
     embeddings, keys = {}, {}
     for prompt_set in sets:
         rows, keys[prompt_set.name] = cached_text_embeddings(out_dir, backbone, prompt_set.texts, device)
         embeddings[prompt_set.name] = ensemble_class_embeddings(rows, prompt_set.prompt_class, card.num_classes)
     texts = ClassTexts(embeddings, backbone.text.logit_scale, {s.name: len(s.texts) for s in sets}, keys,
-                       str(card.extra[PROMPTS_FIELD].get("source", "")))
+                       str(card.extra[PROMPTS_FIELD].get("source", "")), backbone.text.image_to_joint)
     return [dataclasses.replace(r, context={"class_texts": texts})
             if getattr(PROBES[r.probe], "reads_class_texts", False) else r for r in recipes]

@@ -8,8 +8,10 @@ these pooled cosines and its probabilities are softmax(logit_scale x pooled cosi
 (1, 5, 10, 50, 100); here K is one hyper-parameter chosen on val by the card's selection metric, together with the
 prompt set when a card offers several (docs/zeroshot.md, "Slide-level zero-shot (MI-Zero)").
 
-Bags are read one slide at a time from the float16 cache and upcast on the device. `fit` never reads the train
-split (nothing is fitted); the runner scores it afterwards for the train row, as for the tile zeroshot probe.
+Bags are read one slide at a time from the float16 cache, upcast on the device and mapped into the joint space by
+the class texts' `image_to_joint` (CONCH's `forward_project` of stored tile features; the identity where the cache
+holds the joint embedding). `fit` never reads the train split (nothing is fitted); the runner scores it afterwards
+for the train row, as for the tile zeroshot probe.
 """
 
 import numpy as np
@@ -48,6 +50,7 @@ class MIZeroProbe(FittedProbe):
     inputs = "bags"  # features.bags.SlideBags: one bag of tile embeddings per slide
     targets = ("class",)
     reads_class_texts = True  # the runner hands it the card's class text embeddings (probes/class_texts.py)
+    maps_images_to_joint = True  # applies class_texts.image_to_joint to each bag, as CONCH's forward_project
     chooses_on_val = True  # K (and the prompt set) are chosen on val
     learns_from_train = False
 
@@ -103,6 +106,7 @@ class MIZeroProbe(FittedProbe):
         out = np.empty((len(bags), len(sets), len(topj), self.num_classes), dtype=np.float32)
         for index in range(len(bags)):
             tiles = torch.from_numpy(np.asarray(bags.bag(index))).to(self.device).float()
+            tiles = self.class_texts.image_to_joint(tiles)
             cosines = torch.nn.functional.normalize(tiles, dim=1) @ classes.T  # [tiles, sets x classes]
             pooled = topj_pooled_cosines(cosines, topj).reshape(len(topj), len(sets), self.num_classes)
             out[index] = pooled.transpose(0, 1).cpu().numpy()

@@ -10,16 +10,19 @@ Equal similarities go to the lower train index (torch.topk alone promises no ord
 running list is kept in index order and sorted by (similarity descending, index ascending) at the end, see
 `evalsuite.metrics.neighbours.keep_top`. A k larger than the train set is an error naming the recipe
 parameter, not a silent clamp: mAP@k divides by k, so a clamped k would change the metric's meaning.
-The interval is the bootstrap over queries or the reader's patients (1000 draws seeded by the run seed,
-2.5 / 97.5 percentiles).
+The interval is the bootstrap over queries or the reader's patients (1000 draws with the task's draw seed, the
+draws every probe of the task uses, not the probe seed: retrieval is deterministic, so every seed gets the same
+interval), shown as evalsuite.metrics.shown_intervals says; its notes are `interval_notes_`.
 """
 
 import numpy as np
 import torch
 
 from evalsuite.errors import EvalsuiteError
+from evalsuite.metrics.bootstrap import cluster_index
 from evalsuite.metrics.neighbours import keep_top
-from evalsuite.metrics.retrieval import per_query_scores, retrieval_intervals
+from evalsuite.metrics.retrieval import per_query_scores, retrieval_draws
+from evalsuite.metrics.shown_intervals import shown_intervals_of
 from evalsuite.probes._validate import check_features_labels
 from evalsuite.probes.base import SplitScoringProbe
 from evalsuite.probes.batches import iter_float32_batches
@@ -40,14 +43,15 @@ class RetrievalProbe(SplitScoringProbe):
         self.batch_size = int(batch_size)
         self.database_batch_size = int(database_batch_size)
         self.device = torch.device(device)
-        self.seed = seed  # seeds the bootstrap; retrieval itself is deterministic
+        self.seed = seed  # recorded; retrieval is deterministic and the bootstrap draws with the task's draw seed
         self.selected_params_ = {"ks": self.ks, "similarity": "cosine", "database": "train"}
+        self.interval_notes_ = {}
 
     accepts_clusters = True  # the runner passes the reader's clusters (patients, slides) for the bootstrap
 
-    def evaluate(self, split_data: dict, split: str = "test", groups=None) -> tuple[dict, dict]:
+    def evaluate(self, split_data: dict, split: str = "test", groups=None, draw_seed: int = 0) -> tuple[dict, dict]:
         """({retrieval_<kind>@k: mean over queries}, {same: [low, high] of the bootstrap over `groups`, one cluster
-        id per query, or over queries when None})."""
+        id per query, or over queries when None, drawn with `draw_seed`})."""
         database_x, database_y = split_data["train"]
         database_y = check_features_labels(database_x, database_y, self.num_classes, "retrieval probe train split")
         query_x, query_y = split_data[split]
@@ -58,8 +62,10 @@ class RetrievalProbe(SplitScoringProbe):
         neighbours = self.neighbours(database_x, query_x, self.ks[-1])
         scores = per_query_scores(database_y[neighbours], query_y, self.ks)
         means = {name: float(values.mean()) for name, values in scores.items()}
-        drawn = retrieval_intervals(scores, seed=self.seed, groups=groups)
-        intervals = {name: list(bounds) for name, bounds in drawn.items()}
+        drawn = retrieval_draws(scores, seed=draw_seed, groups=groups)
+        clusters = cluster_index(groups, len(query_y))[1]
+        intervals, self.interval_notes_ = shown_intervals_of(means, drawn, clusters,
+                                                             "cluster" if groups is not None else INTERVAL_UNIT)
         return means, intervals
 
     @torch.no_grad()

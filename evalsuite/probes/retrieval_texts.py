@@ -13,8 +13,9 @@ import numpy as np
 
 from evalsuite.errors import EvalsuiteError
 from evalsuite.features.text_cache import cached_text_embeddings
+from evalsuite.models.vlm import ImageToJoint
 from evalsuite.probes import PROBES
-from evalsuite.probes._validate import check_text_tower
+from evalsuite.probes._validate import check_images_map_to_joint_space, check_text_tower
 from evalsuite.probes.class_texts import ensemble_class_embeddings, prompt_sets
 from evalsuite.probes.text_retrieval import CAPTIONS, CLASS_TEXTS, check_ks_fit, checked_ks
 from evalsuite.tasks.cards import PROMPTS_FIELD
@@ -25,6 +26,9 @@ class RetrievalTexts:
     embeddings: np.ndarray  # float32 [texts, dim], L2-normalised
     source: str  # CAPTIONS or CLASS_TEXTS
     params: dict  # what the run's selected_params record about them
+    # Maps the cached image rows (float32 batches) into the space of `embeddings` (models/vlm.py); the identity
+    # where the cache holds the joint embedding.
+    image_to_joint: ImageToJoint = dataclasses.field(default_factory=ImageToJoint)
 
 
 def _reads_texts(recipe) -> bool:
@@ -32,18 +36,21 @@ def _reads_texts(recipe) -> bool:
 
 
 def with_retrieval_texts(recipes: list, card, reader, backbone, out_dir, device) -> list:
-    """`recipes` with the texts in the context of those whose probe reads them; refuses a non-VLM model, a card
-    without texts and a k above the test images before anything is extracted."""
+    """`recipes` with the texts in the context of those whose probe reads them; refuses a non-VLM model, a probe that
+    does not map a model's cached rows into the joint space, a card without texts and a k above the test images
+    before anything is extracted."""
     if not any(_reads_texts(r) for r in recipes):
         return recipes
     check_text_tower(backbone, "text_retrieval")
     test_images = len(reader.dataset("test", None).labels)
     for recipe in filter(_reads_texts, recipes):
+        check_images_map_to_joint_space(PROBES[recipe.probe], recipe.probe, backbone)
         where = f"probe recipe {recipe.path}"
         check_ks_fit(checked_ks(recipe.params.get("ks", [1]), where), test_images, where)
     captions = reader.captions("test") if getattr(reader, "caption_column", None) else None
     texts = (_caption_texts(captions, reader.caption_column, backbone, out_dir, device) if captions is not None
              else _class_texts(card, backbone, out_dir, device))
+    texts = dataclasses.replace(texts, image_to_joint=backbone.text.image_to_joint)
     return [dataclasses.replace(r, context={"texts": texts}) if _reads_texts(r) else r for r in recipes]
 
 

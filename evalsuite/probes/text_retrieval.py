@@ -12,9 +12,19 @@ import numpy as np
 import torch
 
 from evalsuite.errors import EvalsuiteError
-from evalsuite.metrics.text_retrieval import (IMAGE_TO_TEXT, TEXT_TO_IMAGE, best_positive_ranks, database_intervals,
-                                              database_recall, metric_name, query_intervals, ranked_order,
-                                              recall_per_query)
+from evalsuite.metrics.bootstrap import cluster_index
+from evalsuite.metrics.shown_intervals import shown_intervals_of
+from evalsuite.metrics.text_retrieval import (
+    IMAGE_TO_TEXT,
+    TEXT_TO_IMAGE,
+    best_positive_ranks,
+    database_draws,
+    database_recall,
+    metric_name,
+    query_draws,
+    ranked_order,
+    recall_per_query,
+)
 from evalsuite.probes._validate import check_features_labels, require_texts
 from evalsuite.probes.base import SplitScoringProbe
 from evalsuite.probes.batches import iter_float32_batches
@@ -45,6 +55,7 @@ def image_to_text_ks(ks: list, texts) -> list:
 
 class TextRetrievalProbe(SplitScoringProbe):
     reads_retrieval_texts = True  # the runner hands it the texts (probes/retrieval_texts.py)
+    maps_images_to_joint = True  # applies texts.image_to_joint to every batch of cached rows
     targets = ("class",)
     chooses_on_val = False
     learns_from_train = False
@@ -58,24 +69,29 @@ class TextRetrievalProbe(SplitScoringProbe):
         self.ks = checked_ks(ks)
         self.batch_size = int(batch_size)
         self.device = torch.device(device)
-        self.seed = seed  # seeds the bootstrap; retrieval itself is deterministic
+        self.seed = seed  # recorded; retrieval is deterministic and the bootstrap draws with the task's draw seed
+        self.interval_notes_ = {}
         self.image_ks = image_to_text_ks(self.ks, texts)
         left_out = sorted(set(self.ks) - set(self.image_ks))
         self.selected_params_ = {"ks": self.ks, "similarity": "cosine", "trained_on": ZERO_SHOT, **texts.params,
                                  **({"image_to_text_ks_left_out": left_out} if left_out else {})}
 
-    def evaluate(self, split_data: dict, split: str = "test", groups=None) -> tuple[dict, dict]:
-        """({metric: mean over queries}, {metric: [low, high]}) on `split`; `groups`: a cluster id per image."""
+    def evaluate(self, split_data: dict, split: str = "test", groups=None, draw_seed: int = 0) -> tuple[dict, dict]:
+        """({metric: mean over queries}, {metric: [low, high]}) on `split`; `groups`: a cluster id per image; the
+        bootstrap draws with `draw_seed` (the task's: every probe seed gets the same interval)."""
         features, labels = split_data[split]
         labels = check_features_labels(features, labels, self.num_classes, f"text_retrieval probe {split} split")
         check_ks_fit(self.ks, len(labels))
         if self.texts.source == CAPTIONS:
-            means, intervals = self._captions(features, groups)
+            means, drawn = self._captions(features, groups, draw_seed)
         else:
-            means, intervals = self._class_texts(features, labels, groups)
-        return means, {name: list(bounds) for name, bounds in intervals.items()}
+            means, drawn = self._class_texts(features, labels, groups, draw_seed)
+        clusters = cluster_index(groups, len(labels))[1]
+        intervals, self.interval_notes_ = shown_intervals_of(means, drawn, clusters,
+                                                             "cluster" if groups is not None else self.interval_unit)
+        return means, intervals
 
-    def _class_texts(self, features, labels: np.ndarray, groups) -> tuple[dict, dict]:
+    def _class_texts(self, features, labels: np.ndarray, groups, draw_seed: int) -> tuple[dict, dict]:
         scores = self.image_text_scores(features)  # [images, classes]: small, the classes are few
         per_image = recall_per_query(best_positive_ranks(scores, labels[:, None] == np.arange(scores.shape[1])),
                                      self.image_ks, IMAGE_TO_TEXT)
@@ -84,11 +100,10 @@ class TextRetrievalProbe(SplitScoringProbe):
         means = {name: float(values.mean()) for name, values in per_image.items()}
         recall = database_recall(order, positives, np.ones(len(labels)), self.ks)
         means.update({metric_name(TEXT_TO_IMAGE, k): float(r) for k, r in zip(self.ks, recall)})
-        intervals = {**query_intervals(per_image, groups, self.seed),
-                     **database_intervals(order, positives, self.ks, groups, self.seed)}
-        return means, intervals
+        drawn = {**query_draws(per_image, groups, draw_seed), **database_draws(order, positives, self.ks, groups, draw_seed)}
+        return means, drawn
 
-    def _captions(self, features, groups) -> tuple[dict, dict]:
+    def _captions(self, features, groups, draw_seed: int) -> tuple[dict, dict]:
         if len(self.texts.embeddings) != len(features):
             raise EvalsuiteError(f"the cached test split has {len(features)} images but the reader lists "
                                  f"{len(self.texts.embeddings)} captions; the manifest changed since the features "
@@ -99,7 +114,7 @@ class TextRetrievalProbe(SplitScoringProbe):
                      **recall_per_query(text_ranks, self.ks, TEXT_TO_IMAGE)}
         # Caption t is tied to image t, so both directions resample the same images on the same draws.
         return ({name: float(values.mean()) for name, values in per_query.items()},
-                query_intervals(per_query, groups, self.seed))
+                query_draws(per_query, groups, draw_seed))
 
     @torch.no_grad()
     def image_text_scores(self, features) -> np.ndarray:
@@ -107,7 +122,8 @@ class TextRetrievalProbe(SplitScoringProbe):
         texts = torch.from_numpy(self.texts.embeddings).to(self.device)
         out = np.empty((len(features), len(texts)), dtype=np.float32)
         for rows, batch in iter_float32_batches(features, np.arange(len(features)), self.batch_size, self.device):
-            out[rows] = (torch.nn.functional.normalize(batch, dim=1) @ texts.T).cpu().numpy()
+            joint = self.texts.image_to_joint(batch)
+            out[rows] = (torch.nn.functional.normalize(joint, dim=1) @ texts.T).cpu().numpy()
         return out
 
     @torch.no_grad()
@@ -133,4 +149,4 @@ class TextRetrievalProbe(SplitScoringProbe):
 
     def _blocks(self, features, texts):
         for rows, batch in iter_float32_batches(features, np.arange(len(features)), self.batch_size, self.device):
-            yield rows, torch.nn.functional.normalize(batch, dim=1) @ texts.T
+            yield rows, torch.nn.functional.normalize(self.texts.image_to_joint(batch), dim=1) @ texts.T

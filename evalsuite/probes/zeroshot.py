@@ -1,11 +1,12 @@
 """Zero-shot probe: class probabilities from a vision-language model's text tower, nothing trained.
 
 logits = logit_scale x cosine(image embedding, class text embedding), probabilities = their softmax; the image
-embeddings are the float16 cache's rows (upcast a batch at a time), the class embeddings come from the card's
-prompts (evalsuite.probes.class_texts). The train split is never read: a zero-shot probe has nothing to fit. Val
-is read only when the card offers several prompt sets, to choose one by the card's selection metric, as other
-probes choose hyper-parameters. The kind's scorer then gives the same metrics, intervals, calibration and stored
-test predictions as for the linear and kNN probes.
+embeddings are the float16 cache's rows (upcast a batch at a time) mapped into the joint space by the class texts'
+`image_to_joint` (the model's image projection where its cache holds the features before it, as CONCH's and MUSK's
+do; else unchanged), the class embeddings come from the card's prompts (evalsuite.probes.class_texts). The train
+split is never read: a zero-shot probe has nothing to fit. Val is read only when the card offers several prompt sets,
+to choose one by the card's selection metric, as other probes choose hyper-parameters. The kind's scorer then gives
+the same metrics, intervals, calibration and stored test predictions as for the linear and kNN probes.
 """
 
 import numpy as np
@@ -21,6 +22,7 @@ ZERO_SHOT = "nothing (zero-shot)"  # selected_params' `trained_on`: how results 
 
 class ZeroShotProbe(FittedProbe):
     reads_class_texts = True  # the runner hands it the card's class text embeddings (probes/class_texts.py)
+    maps_images_to_joint = True  # applies class_texts.image_to_joint to every batch of cached rows
     targets = ("class",)
     # Val is a choice between prompt sets only where a card offers several; with one set it is never read.
     chooses_on_val = False
@@ -54,7 +56,8 @@ class ZeroShotProbe(FittedProbe):
         classes = torch.from_numpy(self.class_texts.embeddings[self.prompt_set_]).to(self.device)
         out = np.empty((len(features), self.num_classes), dtype=np.float32)
         for rows, batch in iter_float32_batches(features, np.arange(len(features)), self.batch_size, self.device):
-            cosine = torch.nn.functional.normalize(batch, dim=1) @ classes.T
+            joint = self.class_texts.image_to_joint(batch)
+            cosine = torch.nn.functional.normalize(joint, dim=1) @ classes.T
             out[rows] = (self.class_texts.logit_scale * cosine).cpu().numpy()
         return out
 

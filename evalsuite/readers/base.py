@@ -4,10 +4,12 @@ A reader is built as `Reader(card, data_root, check_counts=True, **card.reader.a
 one torch Dataset per split through `dataset(split, transform)`; each dataset exposes `labels`
 (class ids, or uint8 masks for segmentation) so nothing iterates images to get them. Readers that
 know which samples share a patient or slide give `groups(split)` and an `interval_unit` for the
-bootstrap. Readers that know each sample's site/scanner/stain give `groups_of(split, column)` for a card's
-`group` field (the robustness index, evalsuite.metrics.group_robustness). A cross-validated reader (HEST's
-patient-level folds, readers/spots/hest.py) gives `cv_folds` and `use_fold(k)`: the runner runs every fold
-(reporting/folds.py); `split_aliases` ({"val": "train"}) names a split that is another's items and cache.
+bootstrap; every reader names each sample through `item_ids(split)` (a relative path, an array row, a tile origin,
+a slide or patient id: readers/item_identity.py), so stored test predictions pair only on the same items. Readers
+that know each sample's site/scanner/stain give `groups_of(split, column)` for a card's `group` field (the
+robustness index, evalsuite.metrics.group_robustness). A cross-validated reader (HEST's patient-level folds,
+readers/spots/hest.py) gives `cv_folds` and `use_fold(k)`: the runner runs every fold (reporting/folds.py);
+`split_aliases` ({"val": "train"}) names a split that is another's items and cache.
 """
 
 import numpy as np
@@ -29,6 +31,12 @@ class Reader:
     def groups(self, split: str) -> list | None:
         """The cluster id (patient, slide) of each sample of `split` in dataset order; None: every sample is its
         own unit."""
+        return None
+
+    def item_ids(self, split: str) -> list | None:
+        """What identifies each sample of `split` (readers/item_identity.py), in dataset order: the order of
+        `groups(split)`, of the feature cache and of the stored test predictions, whose pairing they check. None: this
+        reader cannot name its items (pairing then compares labels and clusters only)."""
         return None
 
     def groups_of(self, split: str, column: str) -> list:

@@ -29,9 +29,11 @@ def popped_outputs(probe_results: list) -> dict:
 
 
 @contextlib.contextmanager
-def written_beside_run(config, record: dict, test_labels, test_clusters, probe_results: list):
+def written_beside_run(config, record: dict, test_labels, test_clusters, probe_results: list, reader=None):
     """The probe results' per-item test outputs (PER_ITEM_OUTPUTS, for `leaderboard --compare`, popped from them)
-    and, with --plots, reliability diagrams; the run record names them. Files are removed when the block fails."""
+    and, with --plots, reliability diagrams; the run record names them. Files are removed when the block fails.
+    `reader`: the run's reader, whose `item_ids("test")` name the stored items (asked only when there are some to
+    store: a cross-validated run stores none)."""
     written = _Written()
     outputs = popped_outputs(probe_results)
     test_probas, test_confusions, test_predictions = (outputs[name] for name in PER_ITEM_OUTPUTS)
@@ -42,7 +44,7 @@ def written_beside_run(config, record: dict, test_labels, test_clusters, probe_r
             labels = np.asarray(test_labels) if test_probas or test_predictions else None
             path = save_predictions(config.out_dir, record["run_id"], labels, clusters, test_probas, unit,
                                     confusions=test_confusions, class_names=record["task"]["classes"],
-                                    predictions=test_predictions)
+                                    predictions=test_predictions, item_ids=_test_item_ids(reader))
             written.append(path)
             record["predictions"] = {"file": path.name,
                                      "keys": sorted({**test_probas, **test_confusions, **test_predictions})}
@@ -58,6 +60,10 @@ def written_beside_run(config, record: dict, test_labels, test_clusters, probe_r
             for path in written:
                 with contextlib.suppress(OSError):  # a read-only --out: EROFS must not hide the one-line error
                     Path(path).unlink(missing_ok=True)
+
+
+def _test_item_ids(reader) -> list | None:
+    return reader.item_ids("test") if reader is not None else None
 
 
 def _reliability_plots(config, record: dict, test_labels, test_probas: dict) -> list:

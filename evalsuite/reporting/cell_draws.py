@@ -3,9 +3,11 @@
 Every statistic of a task column (the interval of each mean, rank intervals, the model confidence set) and every
 paired test of `leaderboard --compare` starts here: the runs the wide table shows (evalsuite.reporting.wide:
 latest run per model/task/probe/seed, the probe chosen on val), their `<run_id>.predictions.npz`
-(evalsuite.reporting.predictions), and each model's score in the same cluster-bootstrap draws (bootstrap.DRAW_SEED).
+(evalsuite.reporting.predictions), and each model's score in the task's cluster-bootstrap draws
+(bootstrap.task_draw_seed: the draws the task's runs scored their own intervals on).
 A model with several seeds is scored in every draw by its metric averaged over its seeds, so the observed score is
-the table's cell. Two cells are on the same test items when their label arrays and clusters are identical.
+the table's cell. Two cells are on the same test items when their item ids (a hash of each item's identity, where
+both files store them), label arrays and clusters are identical.
 """
 
 from dataclasses import dataclass, field
@@ -14,7 +16,9 @@ from pathlib import Path
 import numpy as np
 
 from evalsuite.errors import EvalsuiteError
-from evalsuite.metrics.draw_scores import per_draw_scores
+from evalsuite.metrics.bootstrap import cluster_index, task_draw_seed
+from evalsuite.metrics.draw_scores import block_scores, per_draw_scores
+from evalsuite.metrics.few_clusters import leave_one_out_weights
 from evalsuite.metrics.regression_draws import RegressionScorer, has_regression_form
 from evalsuite.metrics.segmentation import ConfusionScorer, has_confusion_form
 from evalsuite.metrics.significance import ItemScorer, has_item_form
@@ -35,6 +39,7 @@ class CellPredictions:
     confusions: list = field(default_factory=list)
     class_names: list | None = None
     predictions: list = field(default_factory=list)
+    item_ids: np.ndarray | None = None  # the stored hash of each test item's identity; None: an older file
 
 
 class PredictionsLoader:
@@ -44,9 +49,11 @@ class PredictionsLoader:
     def __init__(self, out_dir: Path):
         self.out_dir, self.loaded, self.scored = Path(out_dir), {}, {}
 
-    def draw_scores(self, task: str, cells: dict, metric: str, draws: int, seed: int) -> dict:
+    def draw_scores(self, task: str, cells: dict, metric: str, draws: int) -> dict:
         """{model: (observed score, float [draws])} of `cells` ({model: CellPredictions}, all on the same test items
-        as `same_items` checks); the draws are the cluster bootstrap's (`seed`), the same for every model."""
+        as `same_items` checks); the draws are the task's cluster bootstrap (task_draw_seed), the same for every
+        model."""
+        seed = task_draw_seed(task)
         missing = {m: cell for m, cell in cells.items() if (task, m, metric, draws, seed) not in self.scored}
         if missing:
             scorers = {m: cell_scorer(cell, metric) for m, cell in missing.items()}
@@ -56,6 +63,19 @@ class PredictionsLoader:
             for m, scorer in scorers.items():
                 self.scored[(task, m, metric, draws, seed)] = (scorer.score(np.ones(items)), found[m])
         return {m: self.scored[(task, m, metric, draws, seed)] for m in cells}
+
+    def left_out_scores(self, task: str, cells: dict, metric: str) -> dict:
+        """{model: float [K]}: each cell's score with each of the test split's K clusters left out (the jackknife
+        the few-cluster best set reads, few_clusters.wild_t_draws)."""
+        reference = next(iter(cells.values()))
+        weights = leave_one_out_weights(reference.clusters, len(reference.labels))
+        found = {}
+        for model, cell in cells.items():
+            key = (task, model, metric, "left out")
+            if key not in self.scored:
+                self.scored[key] = block_scores(cell_scorer(cell, metric), weights)
+            found[model] = self.scored[key]
+        return found
 
     def cell(self, model: str, task: str, cell) -> CellPredictions:
         found, first = {"probas": [], "confusions": [], "predictions": []}, None
@@ -75,7 +95,12 @@ class PredictionsLoader:
             first = first or stored
             found[stores[0]].append(getattr(stored, stores[0])[key])
         return CellPredictions(first.labels, first.clusters, first.cluster_unit, found["probas"], found["confusions"],
-                               first.class_names, found["predictions"])
+                               first.class_names, found["predictions"], first.item_ids)
+
+
+def cluster_count(cell: CellPredictions) -> int:
+    """How many clusters the cell's test items fall into (each item its own when none are known)."""
+    return cluster_index(cell.clusters, len(cell.labels))[1]
 
 
 def has_draw_form(metric: str) -> bool:
@@ -84,6 +109,11 @@ def has_draw_form(metric: str) -> bool:
 
 
 def same_items(one, other) -> bool:
+    """Whether two runs' (or cells') predictions are of the same test items in the same order: their item ids where
+    both files store them (the same labels in another item order are other items), and their labels and clusters."""
+    one_ids, other_ids = getattr(one, "item_ids", None), getattr(other, "item_ids", None)
+    if one_ids is not None and other_ids is not None and not np.array_equal(one_ids, other_ids):
+        return False
     if len(one.labels) != len(other.labels) or not np.array_equal(one.labels, other.labels):
         return False
     if (one.clusters is None) != (other.clusters is None):

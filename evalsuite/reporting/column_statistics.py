@@ -1,16 +1,21 @@
 """What the wide table says about each task column beyond its means, from every model's scores on shared draws.
 
 For each task whose models stored test predictions for the same test items (reporting/cell_draws.py), the models'
-scores in the same 1000 cluster-bootstrap draws (bootstrap.DRAW_SEED) give:
-- each cell's `interval`: the percentile interval of its own mean's draws (the mean over seeds in every draw), the
-  interval of the number in the cell;
-- each cell's `rank_interval`: its rank among the column's models in every draw, 2.5th and 97.5th percentiles;
-- the column's model confidence set (metrics/multiple_comparisons.py): `best_set` True for the models that cannot be
-  told apart from the best at 95 %, with the family-wise error controlled including the choice of the best;
+scores in the task's 1000 cluster-bootstrap draws (bootstrap.task_draw_seed) give, with the test split's K clusters
+(`WideTable.clusters`, what every statement of the column rests on):
+- each cell's `interval`: the shown interval (metrics/shown_intervals.py) of its own mean's draws (the mean over seeds
+  in every draw), the interval of the number in the cell, and its `interval_note` where a reader needs one;
+- each cell's `rank_interval`: its rank among the column's models in every draw read for K clusters
+  (few_clusters.widened), 2.5th and 97.5th percentiles;
+- the column's model confidence set (metrics/multiple_comparisons.py; up to few_clusters.WILD_MAX_CLUSTERS clusters
+  from the wild cluster bootstrap-t of the models' leave-one-cluster-out scores): `best_set` True for the models
+  that cannot be told apart from the best at 95 %, with the family-wise error controlled including the choice of
+  the best;
 - per model with every task, the interval of its mean rank over tasks: every task re-ranked in each draw (draw b of
   every task together), the mean over tasks, percentiles.
-A column that cannot be tested (no stored predictions, other test items, one cluster, a metric not scored from
-items) gets `untested` = why on each cell, and a note naming the task; never a reading of "worse". Cells without
+A column that cannot be tested (no stored predictions, other test items, fewer clusters than
+few_clusters.MIN_CLUSTERS, a metric not scored from items, no finite score) gets `untested` = why on each cell, and
+a note naming the task; never a reading of "worse". Cells without
 draws keep the interval the runs recorded for the same number where there is one: one seed's own interval (the
 leaderboard row's ci_low, ci_high), or for several seeds of one run the run's interval of their mean
 (`intervals_95_seed_mean`). docs/significance.md has the procedures.
@@ -23,11 +28,13 @@ from pathlib import Path
 import numpy as np
 
 from evalsuite.errors import EvalsuiteError
-from evalsuite.metrics.bootstrap import BOOTSTRAP_DRAWS, CONFIDENCE, DRAW_SEED, cluster_index, percentile_interval
+from evalsuite.metrics.bootstrap import BOOTSTRAP_DRAWS, CONFIDENCE, task_draw_seed
 from evalsuite.metrics.directions import higher_is_better
+from evalsuite.metrics.few_clusters import WILD_MAX_CLUSTERS, too_few_clusters, widened
 from evalsuite.metrics.multiple_comparisons import model_confidence_set
+from evalsuite.metrics.shown_intervals import shown_interval
 from evalsuite.metrics.significance import average_ranks, ranks_from_scores
-from evalsuite.reporting.cell_draws import PredictionsLoader, has_draw_form, same_items
+from evalsuite.reporting.cell_draws import PredictionsLoader, cluster_count, has_draw_form, same_items
 from evalsuite.reporting.predictions import NoPredictions
 from evalsuite.reporting.results import RUNS_FOLDER
 from evalsuite.reporting.wide import RUN_COLUMN_METRICS, WideTable
@@ -36,32 +43,39 @@ NO_PREDICTIONS = "a run has no stored test predictions"  # then why: a rerun sto
 
 
 def add_column_statistics(table: WideTable, out_dir: Path, loader: PredictionsLoader | None = None,
-                          draws: int = BOOTSTRAP_DRAWS, seed: int = DRAW_SEED) -> WideTable:
+                          draws: int = BOOTSTRAP_DRAWS) -> WideTable:
     """The table with every column's intervals, rank intervals and best set where its draws exist, notes where
     not, and each complete model's mean-rank interval. `loader`: one whose draw scores later tests reuse."""
     loader = loader or PredictionsLoader(out_dir)
     drawn, untested, unclustered = {}, {}, []
     for task in table.tasks:
         ranked = [row for row in table.rows if task in row.cells]
-        scores, why = column_draws(table, task, loader, draws, seed)
+        scores, why = column_draws(table, task, loader, draws)
         if scores is None:
-            if why and len(ranked) > 1:  # a lone model has nothing to be told apart from: no mark, no note
+            too_few = task in table.clusters  # then no interval either, even a lone model's from its run
+            if why and (len(ranked) > 1 or too_few):  # a lone model has nothing to be told apart from: no mark
                 untested[task] = why
-                _mark_untested(ranked, task, why)
+                _mark_untested(ranked, task, why, drop_intervals=too_few)
             continue
-        drawn[task] = scores
-        if loader.cell(ranked[0].model, task, ranked[0].cells[task]).clusters is None:
+        reference = loader.cell(ranked[0].model, task, ranked[0].cells[task])
+        clusters = cluster_count(reference)
+        table.clusters[task] = (clusters, reference.unit)
+        drawn[task] = {m: (observed, widened(values, observed, clusters)) for m, (observed, values) in scores.items()}
+        if reference.clusters is None:
             unclustered.append(task)
-        why = _fill_column(table, task, ranked, scores)
+        left_out = loader.left_out_scores(task, {row.model: loader.cell(row.model, task, row.cells[task])
+                                                 for row in ranked}, table.metrics[task]) \
+            if len(ranked) > 1 and clusters <= WILD_MAX_CLUSTERS else None
+        why = _fill_column(table, task, ranked, scores, (clusters, reference.unit), left_out)
         if why:
             untested[task] = why
     _fill_missing_intervals(table, Path(out_dir))
     _add_mean_rank_intervals(table, drawn, untested)
-    table.notes += _notes(untested, unclustered)
+    table.notes += _notes(untested, unclustered) + _interval_notes(table)
     return table
 
 
-def column_draws(table: WideTable, task: str, loader: PredictionsLoader, draws: int, seed: int) -> tuple:
+def column_draws(table: WideTable, task: str, loader: PredictionsLoader, draws: int) -> tuple:
     """({model: (observed, float [draws])}, "") for a testable column, else (None, why not; "" for a per-run
     column, which is not a score of test items)."""
     metric = table.metrics[task]
@@ -80,27 +94,43 @@ def column_draws(table: WideTable, task: str, loader: PredictionsLoader, draws: 
         return None, str(exc)
     reference = next(iter(loaded.values()))
     if not all(same_items(reference, other) for other in loaded.values()):
-        return None, "its runs were tested on different items (another data root or split): rerun them on the same"
-    if cluster_index(reference.clusters, len(reference.labels))[1] < 2:
+        return None, ("its runs were tested on different items (another split, or data changed or reordered): rerun "
+                      "them on the same")
+    clusters = cluster_count(reference)
+    if clusters < 2:
         return None, f"its test split is one {reference.unit}: there is nothing to resample"
-    return loader.draw_scores(task, loaded, metric, draws, seed), ""
+    if too_few_clusters(clusters, reference.unit):
+        table.clusters[task] = (clusters, reference.unit)
+        return None, too_few_clusters(clusters, reference.unit)
+    return loader.draw_scores(task, loaded, metric, draws), ""
 
 
-def _mark_untested(ranked: list, task: str, why: str) -> None:
+def _mark_untested(ranked: list, task: str, why: str, drop_intervals: bool = False) -> None:
+    """No mark; with `drop_intervals` (too few clusters) not the interval a cell kept from its run either (a run
+    made before the few-cluster rule stored one)."""
     for row in ranked:
-        row.cells[task] = replace(row.cells[task], untested=why)
+        row.cells[task] = replace(row.cells[task], untested=why, **({"interval": None} if drop_intervals else {}))
 
 
-def _fill_column(table: WideTable, task: str, ranked: list, scores: dict) -> str:
+def _fill_column(table: WideTable, task: str, ranked: list, scores: dict, clusters: tuple,
+                 left_out: dict | None) -> str:
     """Every cell's interval, rank interval and best-set membership; why the set could not be found, if so."""
-    metric = table.metrics[task]
+    metric, (count, unit) = table.metrics[task], clusters
     per_draw = {model: values for model, (_, values) in scores.items()}
-    ranks = ranks_from_scores(per_draw, metric) if len(ranked) > 1 else {}
-    best = model_confidence_set({m: observed for m, (observed, _) in scores.items()}, per_draw,
-                                higher_is_better(metric)) if len(ranked) > 1 else None
+    observed = {m: value for m, (value, _) in scores.items()}
+    if not any(np.isfinite(value) for value in observed.values()):
+        why = f"no model has a finite {metric} on it"
+        _mark_untested(ranked, task, why)
+        return why
+    spread = {m: widened(per_draw[m], observed[m], count) for m in per_draw}
+    ranks = ranks_from_scores(spread, metric) if len(ranked) > 1 else {}
+    best = model_confidence_set(observed, per_draw, higher_is_better(metric), clusters=count, left_out=left_out,
+                                seed=task_draw_seed(task)) if len(ranked) > 1 else None
     why = "no bootstrap draw scored every model" if best is None and len(ranked) > 1 else ""
     for row in ranked:
-        changes = {"interval": percentile_interval(per_draw[row.model], CONFIDENCE), "untested": why}
+        shown = shown_interval(observed[row.model], per_draw[row.model], count, metric, unit, CONFIDENCE)
+        finite = not any(np.isnan(bound) for bound in shown.bounds)
+        changes = {"interval": shown.bounds if finite else None, "interval_note": shown.note, "untested": why}
         if row.model in ranks:
             changes["rank_interval"] = ranks[row.model]
         if best is not None:
@@ -114,6 +144,8 @@ def _fill_missing_intervals(table: WideTable, out_dir: Path) -> None:
     mean, when the run scored exactly the cell's seeds."""
     for row in table.rows:
         for task, cell in row.cells.items():
+            if task in table.clusters and too_few_clusters(*table.clusters[task]):
+                continue
             if cell.interval is None and len(cell.seeds) > 1 and len(set(cell.run_ids)) == 1:
                 found = _run_mean_interval(out_dir, cell.run_ids[0], cell.probe, table.metrics[task], cell.seeds)
                 if found is not None:
@@ -167,3 +199,9 @@ def _notes(untested: dict, unclustered: list) -> list[str]:
                      "independent (no patient or slide ids known); items of one slide are correlated, so they may "
                      "be too narrow")
     return notes
+
+
+def _interval_notes(table: WideTable) -> list[str]:
+    """One note per cell whose interval needs one (exact, bias-corrected, lopsided: metrics/shown_intervals.py)."""
+    return [f"{task}, {row.model}: interval {row.cells[task].interval_note}" for task in table.tasks
+            for row in table.rows if task in row.cells and row.cells[task].interval_note]

@@ -1,11 +1,15 @@
 """Per-item test predictions of a run, `<out>/runs/<run_id>.predictions.npz`, for paired tests between models.
 
 What `evalsuite leaderboard --compare` and the rank intervals need beyond the leaderboard's summary numbers:
-- `labels`: int64 [N], the test labels in dataset order (two runs share test items when these are identical);
+- `labels`: int64 [N], the test labels in dataset order (two runs share test items when these, the clusters and,
+  where both files have them, the item ids are identical);
 - `clusters` (optional): the bootstrap's cluster id of each item (patient, slide, image), as integers where the
   reader gave integers (else strings: integers as strings would sort, and so number the clusters of the shared
   draws, otherwise than the run's own interval did), and
   `cluster_unit` naming what they are;
+- `item_ids` (optional): uint64 [N], each test item's identity as the reader names it (a path relative to the data
+  root, an array row, a tile origin, a slide or patient id: readers/item_identity.py), hashed (`item_hashes`), so
+  two runs pair only on the same items in the same order and no path is written; absent from older files;
 - one float32 [N, C] test probability matrix per probe result, keyed `"<probe>/seed<seed>"`; stored as
   `proba_0`, `proba_1`, ... with the keys in `proba_keys`, so no pickle is needed to read the file;
 - segmentation runs instead: one int64 [N, C, C] per-image confusion count array per probe result
@@ -19,6 +23,7 @@ a run that stores none (survival; a cross-validated task, whose score is a mean 
 The file is written beside the run JSON through a temp file and a rename: it is whole or absent.
 """
 
+import hashlib
 import io
 import json
 import zipfile
@@ -56,10 +61,18 @@ class Predictions:
     confusions: dict = field(default_factory=dict)  # "probe/seed<seed>" -> int64 [N, C, C] (segmentation)
     class_names: list | None = None
     predictions: dict = field(default_factory=dict)  # "probe/seed<seed>" -> float32 [N, T] (regression)
+    item_ids: np.ndarray | None = None  # uint64 [N] (`item_hashes`), or None: a file from before ids were stored
 
 
 def prediction_key(probe: str, seed: int) -> str:
     return f"{probe}/seed{seed}"
+
+
+def item_hashes(identities) -> np.ndarray:
+    """uint64 [N]: the first 8 bytes of each identity string's SHA-256, a fixed width whatever the path's length (two
+    of a million items share one with odds about 3e-8)."""
+    return np.array([int.from_bytes(hashlib.sha256(str(identity).encode()).digest()[:8], "big")
+                     for identity in identities], dtype=np.uint64)
 
 
 def predictions_path(out_dir: Path, run_id: str) -> Path:
@@ -67,10 +80,12 @@ def predictions_path(out_dir: Path, run_id: str) -> Path:
 
 
 def save_predictions(out_dir: Path, run_id: str, labels, clusters, probas: dict, unit: str = "tile",
-                     confusions: dict | None = None, class_names=None, predictions: dict | None = None) -> Path:
+                     confusions: dict | None = None, class_names=None, predictions: dict | None = None,
+                     item_ids=None) -> Path:
     """Write the run's test predictions atomically; `clusters`: one id per item or None; `confusions`: per-image
     confusion counts (segmentation), whose row sums are stored as `labels` when `labels` is None; `predictions`:
-    predicted targets [N, T] (regression), `labels` then the targets [N, T]; returns the path."""
+    predicted targets [N, T] (regression), `labels` then the targets [N, T]; `item_ids`: the reader's identity
+    string of each item (stored hashed) or None; returns the path."""
     path = predictions_path(out_dir, run_id)
     confusions = {key: np.asarray(counts, dtype=np.int64) for key, counts in (confusions or {}).items()}
     predictions = predictions or {}
@@ -95,6 +110,10 @@ def save_predictions(out_dir: Path, run_id: str, labels, clusters, probas: dict,
             .reshape(-1)
         if len(arrays["clusters"]) != len(labels):
             raise ValueError(f"{len(arrays['clusters'])} cluster ids for {len(labels)} test items")
+    if item_ids is not None:
+        arrays["item_ids"] = item_hashes(item_ids)
+        if len(arrays["item_ids"]) != len(labels):
+            raise ValueError(f"{len(arrays['item_ids'])} item ids for {len(labels)} test items")
     for index, key in enumerate(arrays["proba_keys"]):
         proba = np.asarray(probas[key], dtype=np.float32)
         if proba.ndim != 2 or len(proba) != len(labels):
@@ -137,17 +156,19 @@ def load_predictions(out_dir: Path, run_id: str) -> Predictions:
             counted = [str(k) for k in stored["confusion_keys"]] if "confusion_keys" in stored.files else []
             confusions = {key: stored[f"confusion_{i}"].astype(np.int64) for i, key in enumerate(counted)}
             class_names = [str(c) for c in stored["class_names"]] if "class_names" in stored.files else None
+            item_ids = stored["item_ids"].astype(np.uint64) if "item_ids" in stored.files else None
     except (OSError, ValueError, KeyError, EOFError, zipfile.BadZipFile) as exc:
         reason = " ".join(str(exc).split())  # one line, whatever the library's message
         raise EvalsuiteError(f"cannot read predictions {path}: {type(exc).__name__} ({reason}); the file is damaged: "
                              f"delete it and {_RERUN}") from None
     if any(p.ndim != 2 or len(p) != len(labels) for p in probas.values()) or \
             any(c.ndim != 3 or len(c) != len(labels) for c in confusions.values()) or \
-            any(p.shape != labels.shape for p in predictions.values()):
+            any(p.shape != labels.shape for p in predictions.values()) or \
+            (item_ids is not None and item_ids.shape != (len(labels),)):
         raise EvalsuiteError(f"predictions {path} do not match its {len(labels)} labels; the file is damaged: "
                              f"delete it and {_RERUN}")
     return Predictions(path=path, labels=labels, clusters=clusters, cluster_unit=unit, probas=probas,
-                       confusions=confusions, class_names=class_names, predictions=predictions)
+                       confusions=confusions, class_names=class_names, predictions=predictions, item_ids=item_ids)
 
 
 def _cross_validated(out_dir: Path, run_id: str) -> bool:

@@ -49,6 +49,7 @@ class ReportCell:
     best_set: bool | None = None  # in the column's 95 % model confidence set; None: not tested
     best_set_p: float | None = None  # MCS p-value (in the set at level a when >= a)
     untested: str = ""  # why the column could not be tested
+    interval_note: str = ""  # how to read `interval` (metrics/shown_intervals.py), when it needs a note
     cost: dict = field(default_factory=dict)  # gflops_per_image, params; and measured: report_cost.MEASURED_FIELDS
     provenance: dict = field(default_factory=dict)
     extra: dict = field(default_factory=dict)  # other test metrics of the chosen probe: calibration and the like
@@ -65,6 +66,7 @@ class Report:
     floors: dict  # task -> (model, mean) of a random-init model
     overall: list  # (model, mean rank, (low, high) or None), best first
     notes: list = field(default_factory=list)
+    clusters: dict = field(default_factory=dict)  # task -> (count, unit): what the column's statistics rest on
     beyond: dict = field(default_factory=dict)  # section -> rows (report_beyond.beyond_rows)
 
 
@@ -83,7 +85,7 @@ def collect(out_dir: Path, filters: Filters = Filters()) -> Report:
              for row in table.rows for task, cell in row.cells.items()}
     report = Report(source=str(source), tasks=table.tasks, metrics=table.metrics,
                     models=[row.model for row in table.rows], cells=cells, floors=_floors(rows, cells),
-                    overall=_overall(table), notes=list(table.notes),
+                    overall=_overall(table), notes=list(table.notes), clusters=dict(table.clusters),
                     beyond=beyond_rows(rows, {row.model for row in table.rows}, set(table.tasks)))
     _add_reliability(report, table, loader)
     _add_provenance(report, out_dir)
@@ -105,7 +107,8 @@ def _cell(model: str, task: str, metric: str, cell, by_key: dict) -> ReportCell:
     return ReportCell(model=model, task=task, metric=metric, mean=cell.mean, std=cell.std, seeds=cell.seeds,
                       probe=cell.probe, rank=cell.rank, rank_interval=cell.rank_interval, interval=cell.interval,
                       run_ids=tuple(cell.run_ids), best_set=cell.best_set, best_set_p=cell.best_set_p,
-                      untested=cell.untested, cost=_cost(seeds, metric), extra=_extra_metrics(seeds, metric))
+                      untested=cell.untested, interval_note=cell.interval_note, cost=_cost(seeds, metric),
+                      extra=_extra_metrics(seeds, metric))
 
 
 def _number(text) -> float | None:

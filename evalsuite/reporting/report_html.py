@@ -9,10 +9,9 @@ from datetime import datetime, timezone
 
 from evalsuite.reporting import svg
 from evalsuite.reporting.report_cost import cost_section
-from evalsuite.reporting.report_extras_html import beyond_sections, per_class_plot, reliability_section
 from evalsuite.reporting.report_data import Report
-from evalsuite.reporting.report_words import (NOTES_INTRO, SEEDS, floor_models, loose_floors,
-                                               overall_gap_cell)
+from evalsuite.reporting.report_extras_html import beyond_sections, per_class_plot, reliability_section
+from evalsuite.reporting.report_words import NOTES_INTRO, SEEDS, floor_models, loose_floors, overall_gap_cell
 
 CALIBRATION = ("ece", "mce", "brier", "nll")  # the calibration errors a classification run reports
 PROVENANCE = (("evalsuite", "evalsuite version"), ("commit", "commit"), ("torch", "torch"), ("timm", "timm"),
@@ -27,7 +26,8 @@ LEGEND = (
     "that a model as good as the best is left out is at most 5 %, the choice of the best included; hover the mark "
     "for the model's MCS p-value). No mark: outside the set. <span class=\"untested\">?</span>: the column could "
     "not be tested (the notes say why). [lo, hi]: the 95 % bootstrap interval of the mean shown (over the same draws "
-    "as the marks). #r (lo–hi): the rank (1 = best, equal means share the average rank) and its 95 % bootstrap rank "
+    "as the marks; <span class=\"note\">†</span>: hover it or read the notes for how to read it). Under each task: "
+    "how many clusters (patients, slides, images) its intervals, ranks and marks rest on. #r (lo–hi): the rank (1 = best, equal means share the average rank) and its 95 % bootstrap rank "
     "interval over the test items. Random-init floor: the row of a <code>--random-init</code> model, the mean to "
     "beat on each task.")
 STYLE = """
@@ -40,7 +40,7 @@ th,td{padding:.3rem .55rem;border-bottom:1px solid #e5e8eb;text-align:left;verti
 thead th{background:#eef1f4}tbody tr:nth-child(even){background:#f7f8fa}td.cell{white-space:nowrap}
 #overview tbody th{position:sticky;left:0;background:#fff}#overview tbody tr:nth-child(even) th{background:#f7f8fa}
 .scroll{overflow-x:auto}.sub,small,.muted{color:#68707a;font-size:.82em}.muted{font-size:.9em}
-.inset{color:#08784f;font-weight:700}.untested{color:#a05a00;font-weight:700}.missing{color:#aab;text-align:center}
+.inset{color:#08784f;font-weight:700}.untested{color:#a05a00;font-weight:700}.note{color:#a05a00;cursor:help}.missing{color:#aab;text-align:center}
 tr.floor th,tr.floor td{border-top:2px solid #c9d0d8}
 tr.floor th,tr.floor td,th[data-floor],th[data-floor]~td{font-style:italic;color:#68707a}
 details{margin:.2rem 0}summary{cursor:pointer}
@@ -103,7 +103,7 @@ def _best_rank(report: Report, task: str) -> float | None:
 def _overview(report: Report) -> str:
     best = {task: _best_rank(report, task) for task in report.tasks}
     header = ["model"] + [f'<a href="#task-{_esc(task)}">{_esc(task)}</a><br><span class="sub">'
-                          f"{_esc(report.metrics[task])}</span>" for task in report.tasks]
+                          f"{_esc(report.metrics[task])}{_clusters(report, task)}</span>" for task in report.tasks]
     floors = floor_models(report)  # the floor is the random-init model's own row, marked: no second copy of it
     rows = [[_row_header(model, floors.get(model), len(report.tasks))]
             + [_overview_cell(report.cells.get((model, task)), best[task]) for task in report.tasks]
@@ -116,6 +116,14 @@ def _overview(report: Report) -> str:
         table = table.replace("</tbody>", f'<tr class="floor"><th scope="row">random-init floor</th>{cells}</tr>'
                                           "</tbody>")
     return f'<h2 id="overview-title">Overview</h2>{table}<p class="muted legend">{LEGEND}</p>{SEEDS}'
+
+
+def _clusters(report: Report, task: str) -> str:
+    """" · 14 patients": what the column's intervals, ranks and marks rest on (docs/significance.md)."""
+    if task not in report.clusters:
+        return ""
+    count, unit = report.clusters[task]
+    return f" · {count} {_esc(unit)}{'s' if count != 1 else ''}"
 
 
 def _row_header(model: str, floor_tasks: list | None, tasks: int) -> str:
@@ -134,7 +142,8 @@ def _overview_cell(cell, best_rank: float | None) -> str:
     mean = f"<b>{_num(cell.mean)}</b>" if is_best else _num(cell.mean)
     spread = f' <span class="sub">± {_num(cell.std)}</span>' if cell.std is not None and len(cell.seeds) > 1 else ""
     mark = _set_mark(cell)
-    interval = f'<br><span class="sub">[{_num(cell.interval[0])}, {_num(cell.interval[1])}]</span>' \
+    noted = f' <span class="note" title="{_esc(cell.interval_note)}">†</span>' if cell.interval_note else ""
+    interval = f'<br><span class="sub">[{_num(cell.interval[0])}, {_num(cell.interval[1])}]{noted}</span>' \
         if cell.interval else ""
     rank_interval = f" ({_rank(cell.rank_interval[0])}–{_rank(cell.rank_interval[1])})" if cell.rank_interval else ""
     attributes = (f'class="cell{" best" if is_best else ""}" data-model="{_esc(cell.model)}" '

@@ -14,7 +14,8 @@ IN_SET, UNTESTED = "◆", "?"
 RULES = ("bold: the best mean of the column; ◆: in the column's 95 % model confidence set, the models that cannot be "
          "told apart from the best (Hansen, Lunde and Nason 2011, on the test items' bootstrap draws); no mark: "
          "outside it; ?: the column could not be tested (the report's notes say why); [lo, hi]: the 95 % bootstrap "
-         "interval of the mean shown; #r (lo-hi): rank and 95 % bootstrap rank interval")
+         "interval of the mean shown (†: the report's notes say how to read it); #r (lo-hi): rank and 95 % bootstrap "
+         "rank interval; the header says how many clusters (patients, slides, items) each column rests on")
 _LATEX_SPECIAL = {"\\": r"\textbackslash{}", "&": r"\&", "%": r"\%", "$": r"\$", "#": r"\#", "_": r"\_",
                   "{": r"\{", "}": r"\}", "~": r"\textasciitilde{}", "^": r"\textasciicircum{}"}
 
@@ -42,12 +43,13 @@ def _markdown_cell(cell, best_rank) -> str:
     text = _value(cell.mean)
     text = f"**{text}**" if cell.rank == best_rank else text
     mark = {True: f" {IN_SET}", False: ""}.get(cell.best_set, f" {UNTESTED}" if cell.untested else "")
-    interval = f" [{_value(cell.interval[0])}, {_value(cell.interval[1])}]" if cell.interval else ""
+    noted = "†" if cell.interval_note else ""
+    interval = f" [{_value(cell.interval[0])}, {_value(cell.interval[1])}]{noted}" if cell.interval else ""
     return f"{text}{mark}{interval} {_rank(cell)}"
 
 
 def markdown_report(report: Report) -> str:
-    header = ["model", *(f"{task} ({report.metrics[task]})" for task in report.tasks)]
+    header = ["model", *(f"{task} ({report.metrics[task]}{_clusters(report, task)})" for task in report.tasks)]
     lines = ["| " + " | ".join(map(escape_markdown, header)) + " |", "|" + "---|" * len(header)]
     best = _best_ranks(report)
     floors = floor_models(report)
@@ -65,6 +67,14 @@ def markdown_report(report: Report) -> str:
             f"{escape_markdown(model)} {rank:.2f}{_overall_interval(interval)}"
             for model, rank, interval in report.overall) + "."]
     return "\n".join(lines)
+
+
+def _clusters(report: Report, task: str) -> str:
+    """", 14 patients": what the column's intervals and marks rest on."""
+    if task not in report.clusters:
+        return ""
+    count, unit = report.clusters[task]
+    return f", {count} {unit}{'s' if count != 1 else ''}"
 
 
 def _overall_interval(interval) -> str:

@@ -102,6 +102,9 @@ def run_record(config, card, backbone, probe_results, extracted, timings, device
                  "selection_metric": card.selection_metric, "classes": card.classes},
         "model": {"name": config.label or backbone.label, "architecture_name": backbone.name, "weights_id": backbone.weights_id,
                   "embed_dim": backbone.embed_dim, "pooling": backbone.pooling,
+                  # what probes read of a vision-language model: its joint embedding or the features before the
+                  # projection (models/vlm_registry.py); null for image-only models
+                  "probe_features": backbone.probe_features,
                   "data_config": describe_transform(backbone.data_config)},
         # What the backbone costs whatever the host's load: the report's cost axis (models/flops.py).
         "cost": forward_cost(backbone),

@@ -3,7 +3,9 @@
 A cell shows its mean over seeds, the 95 % interval of that mean, and where the column's runs stored test
 predictions its 95 % bootstrap rank interval and a trailing mark: `*` in the column's 95 % model confidence set
 (cannot be told apart from the best), `?` the column could not be tested (a note says why); no mark: outside the
-set. reporting/column_statistics.py computes them; docs/significance.md has the procedures."""
+set. An interval with a note (metrics/shown_intervals.py: exact, bias-corrected, lopsided) carries NOTED, and the
+legend says how many clusters each column's statements rest on. reporting/column_statistics.py computes them;
+docs/significance.md has the procedures."""
 
 import csv
 import io
@@ -17,8 +19,8 @@ from evalsuite.storage.fsio import fs_errors, write_atomically
 WIDE_FILE = "leaderboard_wide.csv"
 # Per task, in this order after the task's mean column (named after the task itself).
 TASK_FIELDS = ("std", "n_seeds", "rank", "probe", "metric", "rank_low", "rank_high", "ci_low", "ci_high",
-               "in_best_set", "best_set_p")
-IN_SET, UNTESTED = "*", "?"
+               "in_best_set", "best_set_p", "clusters")
+IN_SET, UNTESTED, NOTED = "*", "?", "†"
 
 
 def wide_csv_text(table: WideTable) -> str:
@@ -33,20 +35,21 @@ def wide_csv_text(table: WideTable) -> str:
         fields = [row.model, table.split, _number(row.rank_sum, "g"), _number(mean_rank(row, table)), len(row.cells),
                   _number(low, "g"), _number(high, "g"), *(_number(row.metric_means.get(m)) for m in means.values())]
         for task in table.tasks:
-            fields += _cell_fields(row.cells.get(task), table.metrics[task])
+            fields += _cell_fields(row.cells.get(task), table.metrics[task], table.clusters.get(task))
         writer.writerow(fields + [";".join(row.weights_ids)])
     return buffer.getvalue()
 
 
-def _cell_fields(cell: Cell | None, metric: str) -> list:
+def _cell_fields(cell: Cell | None, metric: str, clusters: tuple | None) -> list:
+    count = "" if clusters is None else clusters[0]
     if cell is None:
-        return ["", "", "", "", "", metric] + [""] * 6
+        return ["", "", "", "", "", metric] + [""] * 6 + [count]
     low, high = cell.rank_interval or (None, None)
     ci_low, ci_high = cell.interval or (None, None)
     in_set = "" if cell.best_set is None else int(cell.best_set)
     return [_number(cell.mean), _number(cell.std), len(cell.seeds), _number(cell.rank, "g"), cell.probe, metric,
             _number(low, "g"), _number(high, "g"), _number(ci_low), _number(ci_high), in_set,
-            _number(cell.best_set_p, ".4g")]
+            _number(cell.best_set_p, ".4g"), count]
 
 
 def mean_rank(row, table: WideTable) -> float | None:
@@ -110,7 +113,17 @@ def _legend(table: WideTable) -> list[str]:
     if any(cell.best_set is not None or cell.untested for cell in cells):
         legend.append(f"{IN_SET} in the column's 95 % model confidence set (cannot be told apart from the best; "
                       f"no mark: outside it); {UNTESTED} not tested (a note says why)")
+    if any(cell.interval_note for cell in cells):
+        legend.append(f"{NOTED} after an interval: a note says how to read it")
+    if table.clusters:
+        legend.append(f"clusters the intervals, ranks and marks rest on: {clusters_text(table)}")
     return legend
+
+
+def clusters_text(table: WideTable) -> str:
+    """"demo 1000 tiles, demo_counts 5 blocks": each tested column's test-split cluster count."""
+    return ", ".join(f"{task} {count} {unit}{'s' if count != 1 else ''}" for task, (count, unit) in
+                     table.clusters.items())
 
 
 def _display_rows(table: WideTable) -> tuple[list, list]:
@@ -126,7 +139,8 @@ def cell_text(cell: Cell | None) -> str:
     if cell is None:
         return "-"
     spread = "" if cell.std is None else f" ± {cell.std:.4f}"
-    bounds = f" [{cell.interval[0]:.4f}, {cell.interval[1]:.4f}]" if cell.interval else ""
+    bounds = f" [{cell.interval[0]:.4f}, {cell.interval[1]:.4f}]{NOTED if cell.interval_note else ''}" \
+        if cell.interval else ""
     interval = f" ({cell.rank_interval[0]:g}-{cell.rank_interval[1]:g})" if cell.rank_interval else ""
     mark = UNTESTED if cell.untested else IN_SET if cell.best_set else ""
     return f"{cell.mean:.4f}{spread}{bounds} [{cell.probe}, {len(cell.seeds)}, #{cell.rank:g}{interval}]{mark}"

@@ -15,8 +15,7 @@ Built from the long CSV's rows (evalsuite.reporting.leaderboard.read_rows) in fo
 `--metric throughput_img_s` (or forward_img_s) shows what extraction cost instead of a score: the probe is chosen
 on the task's headline metric and the cell is the mean, over the chosen runs, of the leaderboard column of that
 name (schema 5; higher is better).
-Rank intervals (evalsuite.reporting.rank_view) are added afterwards from the runs' stored test predictions.
-"""
+Intervals, rank intervals, best sets and cluster counts come afterwards (reporting/column_statistics.py)."""
 
 import dataclasses
 import math
@@ -48,6 +47,7 @@ class Cell:
     run_ids: tuple = ()  # the run of each seed, in `seeds` order
     rank_interval: tuple | None = None  # (low, high) 95 % bootstrap rank interval, when predictions exist
     interval: tuple | None = None  # (low, high) 95 % interval of `mean` (reporting/column_statistics.py)
+    interval_note: str = ""  # what a reader must know about `interval` (metrics/shown_intervals.py), if anything
     best_set: bool | None = None  # in the column's 95 % model confidence set; None: not tested
     best_set_p: float | None = None  # the model's MCS p-value (in the set at level a when >= a)
     untested: str = ""  # why the column could not be tested, when it could not
@@ -70,6 +70,7 @@ class WideTable:
     metrics: dict  # task -> the metric shown for it
     rows: list  # ModelRow, best rank sum first
     notes: list = field(default_factory=list)
+    clusters: dict = field(default_factory=dict)  # task -> (count, unit): what the column's statistics rest on
 
 
 @dataclass(frozen=True)
@@ -96,8 +97,7 @@ def build_wide_table(rows: list[dict], split: str = "test", metric: str | None =
     tasks = sorted(metrics)
     if not by_run_column:  # one seed: its own interval is the interval of the cell's number
         cells = with_seed_intervals(cells, rows, metrics, split)
-    table_rows = _ranked_rows(cells, tasks, metrics)
-    weights = _weights_by_model(rows)
+    table_rows, weights = _ranked_rows(cells, tasks, metrics), _weights_by_model(rows)
     for table_row in table_rows:
         table_row.weights_ids = weights[table_row.model]
     return WideTable(split=split, tasks=tasks, metrics=metrics, rows=table_rows,

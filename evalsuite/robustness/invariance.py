@@ -26,13 +26,14 @@ from evalsuite.features.extract import extract_to_cache
 from evalsuite.features.prepare import chunk_rows_for, feature_fn, prepare_features, used_precision
 from evalsuite.metrics.invariance import cosine_similarities, cosine_summary
 from evalsuite.models.transforms import build_transform
+from evalsuite.probes.fit_and_score import fit_probe
 from evalsuite.probes.recipes import check_recipe_fits, load_recipe
-from evalsuite.reporting.leaderboard import LEADERBOARD_FILE, check_appendable, rows_from_record
 from evalsuite.readers.batch_decoding import BatchDecoding
+from evalsuite.reporting.leaderboard import LEADERBOARD_FILE, check_appendable, rows_from_record
 from evalsuite.reporting.results import run_record
 from evalsuite.robustness import check_task_kind
 from evalsuite.robustness.perturbations import PERTURBATIONS, perturb
-from evalsuite.runner import append_run, build_task_and_backbone, fit_probe
+from evalsuite.runner import append_run, build_task_and_backbone
 from evalsuite.runtime import distributed
 from evalsuite.runtime.cpus import use_threads
 from evalsuite.storage.fsio import check_out_folder

@@ -24,8 +24,16 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import (PAGE, REPO, assert_one_line_error, cache_manifests, fill_leaving, leaderboard_rows, make_crc,
-                      remount_read_only)
+from conftest import (
+    PAGE,
+    REPO,
+    assert_one_line_error,
+    cache_manifests,
+    fill_leaving,
+    leaderboard_rows,
+    make_crc,
+    remount_read_only,
+)
 from test_bad_input_corpus import report_board, report_cli
 
 from evalsuite import cli, runner
@@ -473,14 +481,14 @@ def test_leaderboard_turning_foreign_during_the_run_leaves_no_run_json(capsys, s
     out = tmp_path / "out"
     shutil.copytree(shared["cached"], out)
     runs_before = run_jsons(out)
-    real_run_probe = runner._run_probe
+    real_run_probe = runner.run_probe
 
     def probe_then_another_tool_writes_the_csv(*args, **kwargs):
         result = real_run_probe(*args, **kwargs)
         (out / "leaderboard.csv").write_bytes(FOREIGN_CSV)
         return result
 
-    monkeypatch.setattr(runner, "_run_probe", probe_then_another_tool_writes_the_csv)
+    monkeypatch.setattr(runner, "run_probe", probe_then_another_tool_writes_the_csv)
     expect_error(run(capsys, shared, out), "not an evalsuite leaderboard")
     assert run_jsons(out) == runs_before  # no run JSON that no leaderboard row names
     assert (out / "leaderboard.csv").read_bytes() == FOREIGN_CSV

@@ -28,3 +28,14 @@ def test_run_with_two_seeds_prints_one_table_with_mean_std_and_interval(tmp_path
     assert row[:2] == ["knn", "balanced_accuracy"]  # the card's headline first
     assert " ".join(row[-5:-2]) == expected[0] and row[-2:] == list(expected[1:])
     assert len(lines[headers[0] + 2:]) >= len(record["probes"][0]["metrics"]["test"])
+    # Issue 47: every printed interval holds the number it is printed beside, or carries a numbered note saying why
+    # (ECE is biased upward under resampling: its interval is the bias-corrected value's), and the legend says how
+    # many clusters the intervals rest on.
+    assert f"over {record['bootstrap']['clusters']} tiles" in lines[headers[0] - 1]
+    notes = {line.split(")", 1)[0] + ")": line for line in lines if line.startswith("(")}
+    for line in lines[headers[0] + 2:headers[0] + 2 + len(record["probes"][0]["metrics"]["test"])]:
+        cells = line.split()  # probe metric train val test "[low, high]" and maybe "(n)"; each split "mean ± std"
+        start = next(i for i, cell in enumerate(cells) if cell.startswith("["))
+        mean, low, high = float(cells[start - 3]), float(cells[start].strip("[,")), float(cells[start + 1].strip("]"))
+        marker = cells[start + 2] if len(cells) > start + 2 else None
+        assert low <= mean <= high or (marker in notes and cells[1] in notes[marker]), line

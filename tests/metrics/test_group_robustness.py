@@ -7,11 +7,12 @@ from sklearn.neighbors import NearestNeighbors
 from evalsuite.errors import EvalsuiteError
 from evalsuite.metrics.group_robustness import (
     group_robustness,
-    index_interval,
+    index_draws,
     nearest_neighbours,
     pair_counts,
     robustness_index,
 )
+from evalsuite.metrics.shown_intervals import shown_interval
 
 # Worked example: four unit vectors at these angles; cosine order = angle order.
 #   item  angle  class  site
@@ -124,21 +125,26 @@ def test_k_counts_only_items_outside_the_patient():
         robustness_index(WORKED, WORKED_CLASSES, WORKED_SITES, 3, exclude=["p", "p", "q", "r"])
 
 
-def test_bootstrap_interval_is_the_weighted_ratio_of_resampled_queries():
+def test_bootstrap_draws_are_the_weighted_ratio_of_resampled_queries():
     features, labels, sites, patients = _cohort(seed=4)
     same_other, other_same = pair_counts(features, labels, sites, 5)
-    low, high = index_interval(same_other, other_same, seed=3)
+    drawn = index_draws(same_other, other_same, seed=3)
     # Reference: resample query indices with the same generator and recompute the ratio of sums.
     rng, values = np.random.default_rng(3), []
     for _ in range(1000):
-        drawn = rng.integers(0, len(labels), size=len(labels))
-        values.append(same_other[drawn].sum() / (same_other[drawn].sum() + other_same[drawn].sum()))
-    assert (low, high) == pytest.approx((np.percentile(values, 2.5), np.percentile(values, 97.5)))
+        picked = rng.integers(0, len(labels), size=len(labels))
+        values.append(same_other[picked].sum() / (same_other[picked].sum() + other_same[picked].sum()))
+    assert drawn == pytest.approx(values)
     value = robustness_index(features, labels, sites, 5)
+    low, high = np.percentile(values, [2.5, 97.5])
     assert low < value < high
-    result = group_robustness(features, labels, sites, 5, clusters=patients, seed=3)
-    assert result["robustness_index"] == value and result["robustness_index_ci"] != pytest.approx((low, high))
-    assert np.isnan(index_interval(same_other, other_same, clusters=np.zeros(len(labels)))).all()
+    items = group_robustness(features, labels, sites, 5, seed=3)
+    # Each query its own cluster: the shown interval is the draws' percentile interval read for that many clusters.
+    shown = shown_interval(value, np.array(values), len(labels), "robustness_index").bounds
+    assert items["robustness_index"] == value and items["robustness_index_ci"] == pytest.approx(shown, abs=1e-12)
+    by_patient = group_robustness(features, labels, sites, 5, clusters=patients, seed=3)
+    assert by_patient["robustness_index"] == value and by_patient["robustness_index_ci"] != pytest.approx((low, high))
+    assert len(index_draws(same_other, other_same, clusters=np.zeros(len(labels)))) == 0
 
 
 def test_usable_k_lowers_k_to_the_fewest_neighbours_outside_an_items_cluster():

@@ -12,6 +12,7 @@ from sklearn.metrics import cohen_kappa_score
 
 from evalsuite.errors import EvalsuiteError
 from evalsuite.metrics.classification import classification_split_metrics
+from evalsuite.metrics.few_clusters import widened
 from evalsuite.metrics.intervals import bootstrap_intervals
 from evalsuite.metrics.significance import has_item_form, higher_is_better, paired_bootstrap
 from evalsuite.tasks.cards import load_card
@@ -81,7 +82,8 @@ def test_kappa_interval_is_the_cluster_bootstrap_of_scikit_learn_kappa_with_draw
     scored = classification_split_metrics(_Card(True), _Fixed(proba), None, y, with_intervals=True, groups=slides,
                                           seed=7)
     # The reference: the same draws written out (1000 draws of 30 slides with replacement from default_rng(seed),
-    # each item weighted by how often its slide was drawn), each scored by scikit-learn, 2.5 and 97.5 percentiles.
+    # each item weighted by how often its slide was drawn), each scored by scikit-learn, then read for 30 clusters
+    # (few_clusters.widened) and their 2.5 and 97.5 percentiles.
     rng = np.random.default_rng(7)
     values = []
     for _ in range(1000):
@@ -89,7 +91,9 @@ def test_kappa_interval_is_the_cluster_bootstrap_of_scikit_learn_kappa_with_draw
         values.append(cohen_kappa_score(y, proba.argmax(1), weights="quadratic", labels=np.arange(GRADES),
                                         sample_weight=drawn[slides].astype(float)))
     low, high = scored["quadratic_kappa_ci"]
-    assert (low, high) == pytest.approx(tuple(np.nanpercentile(values, [2.5, 97.5])), abs=1e-12)
+    observed = cohen_kappa_score(y, proba.argmax(1), weights="quadratic", labels=np.arange(GRADES))
+    reference = np.nanpercentile(widened(np.array(values), observed, 30), [2.5, 97.5])
+    assert (low, high) == pytest.approx(tuple(reference), abs=1e-12)
     assert low < scored["quadratic_kappa"] < high
     assert set(bootstrap_intervals(y, proba, groups=slides, ordinal=True)) - set(bootstrap_intervals(y, proba)) \
         == {"quadratic_kappa"}

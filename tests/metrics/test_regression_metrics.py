@@ -10,7 +10,7 @@ from sklearn.metrics import mean_squared_error, r2_score
 
 from evalsuite.errors import EvalsuiteError
 from evalsuite.metrics import regression
-from evalsuite.metrics.bootstrap import draw_weights
+from evalsuite.metrics.bootstrap import NOTE_SUFFIX, draw_weights
 from evalsuite.metrics.regression import (
     REGRESSION_METRICS,
     check_regression_targets,
@@ -19,6 +19,7 @@ from evalsuite.metrics.regression import (
     regression_split_metrics,
     weighted_regression_metrics,
 )
+from evalsuite.metrics.shown_intervals import shown_interval
 
 
 def _data(items: int, targets: int, seed: int, tied: bool = False):
@@ -215,18 +216,22 @@ def test_the_scorer_reports_the_probes_metrics_and_seeded_intervals():
     y, p = _data(45, 3, seed=13)
     slides = np.arange(45) // 5
     scored = regression_split_metrics(CARD, _Probe(p), "features", y, with_intervals=True, groups=slides, seed=2)
-    assert list(scored) == ["pearson", "spearman", "mse", "r2", "pearson_ci", "spearman_ci", "mse_ci", "r2_ci",
-                            "pearson_draws", "spearman_draws", "mse_draws", "r2_draws", "item_predictions"]
+    notes = [name for name in scored if name.endswith(NOTE_SUFFIX)]  # only where an interval needs one
+    assert [name for name in scored if name not in notes] == [
+        "pearson", "spearman", "mse", "r2", "pearson_ci", "pearson_draws", "spearman_ci", "spearman_draws", "mse_ci",
+        "mse_draws", "r2_ci", "r2_draws", "item_predictions"]
     # The predictions the run stores for paired tests, as float32 (the scores above are of the float64 ones).
     stored = scored["item_predictions"]
     assert stored.dtype == np.float32 and np.array_equal(stored, p.astype(np.float32))
     reference = _reference(y, p.astype(np.float32))
     for name in REGRESSION_METRICS:
         assert scored[name] == pytest.approx(reference[name].mean(), abs=1e-10)
-        assert scored[f"{name}_ci"] == regression_intervals(y, p.astype(np.float32), slides, seed=2)[name]
-        # The draws the interval is the percentile interval of (the runner averages seeds with them).
+        # The draws the interval is read from (the runner averages seeds with them): the percentile interval of the
+        # same draws regression_intervals takes, read for 9 slides (shown_intervals.py).
         assert scored[f"{name}_draws"].shape == (1000,)
-        assert scored[f"{name}_ci"] == pytest.approx(np.nanpercentile(scored[f"{name}_draws"], [2.5, 97.5]))
+        assert scored[f"{name}_ci"] == shown_interval(scored[name], scored[f"{name}_draws"], 9, name).bounds
+        raw = regression_intervals(y, p.astype(np.float32), slides, seed=2)[name]
+        assert scored[f"{name}_ci"][0] <= raw[0] and raw[1] <= scored[f"{name}_ci"][1] or name == "mse"
     again = regression_split_metrics(CARD, _Probe(p), "features", y, with_intervals=True, groups=slides, seed=2)
     assert all(np.array_equal(again[k], v) for k, v in scored.items())
     assert "pearson_ci" not in regression_split_metrics(CARD, _Probe(p), "features", y)

@@ -120,7 +120,9 @@ def test_survival_split_metrics_scores_the_probes_risk():
     targets = np.stack([np.arange(30.0), np.ones(30)], axis=1)
     assert survival_split_metrics(None, Probe(), bags, targets) == {"c_index": 1.0}
     scored = survival_split_metrics(None, Probe(), bags, targets, with_intervals=True, seed=0)
-    assert scored["c_index"] == 1.0 and scored["c_index_ci"] == (1.0, 1.0)
+    # Every draw is 1: the interval is the exact bound on 30 of 30 slides, not [1, 1] (shown_intervals.py).
+    assert scored["c_index"] == 1.0 and scored["c_index_ci"] == pytest.approx((0.025 ** (1 / 30), 1.0))
+    assert "Clopper-Pearson" in scored["c_index_interval_note"]
 
 
 def _reference_breslow(risk, time_, event) -> float:

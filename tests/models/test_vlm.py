@@ -45,6 +45,8 @@ def test_round_trip_through_our_loader_gives_the_same_towers(name, architecture,
         torch.testing.assert_close(torch.from_numpy(backbone.text.encode(prompts, torch.device("cpu"))),
                                    reference.encode_text(tokens))
     assert backbone.text.logit_scale == pytest.approx(float(reference.logit_scale.detach().exp()))
+    # The probes read encode_image itself: the cache key is unchanged and nothing maps the rows for zero-shot.
+    assert backbone.probe_features is None and backbone.text.image_to_joint.is_identity
 
 
 def test_random_init_clip_has_clip_preprocessing_and_the_real_tokenizer():

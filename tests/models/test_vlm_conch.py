@@ -2,21 +2,33 @@
 the real sizes, its state dict written under the key names CONCH's code gives its CoCa model (captioning tensors
 included, which the loader drops) and loaded back through our loader; both towers against a re-computation of
 CONCH's forward from its definition with torch primitives; the real tokenizer loader on a small byte-level BPE file
-in CONCH's format; the listing; and one offline zero-shot run through the CLI."""
+in CONCH's format; the listing; one offline zero-shot run through the CLI; and, on a small CONCH, one feature cache
+serving the linear probe the features before the projection and the zero-shot probe the projected embedding."""
 
+import dataclasses
 import json
+from types import SimpleNamespace
 
+import numpy as np
 import pytest
 import torch
 import torch.nn.functional as F
 from conftest import leaderboard_rows, run_cli
 from PIL import Image
 
+from evalsuite.config import RunConfig
 from evalsuite.errors import EvalsuiteError
+from evalsuite.features.cache import FeatureCache, cache_key
 from evalsuite.models import tokenizer_files, vlm_conch
 from evalsuite.models.backbones import build_backbone
-from evalsuite.models.vlm import TextTower
+from evalsuite.models.reuse import ReusedBuilds
+from evalsuite.models.transforms import build_transform
+from evalsuite.models.vlm import ImageToJoint, TextTower
 from evalsuite.models.vlm_registry import CLIP_MEAN, CLIP_STD, VLMS
+from evalsuite.probes import PROBES
+from evalsuite.probes._validate import check_images_map_to_joint_space
+from evalsuite.reporting.predictions import load_predictions
+from evalsuite.runner import build_task_and_backbone, run
 
 pytest.importorskip("open_clip")
 pytest.importorskip("transformers")
@@ -119,7 +131,8 @@ def _conch_text_forward(state: dict, tokens: torch.Tensor) -> torch.Tensor:
 def _conch_pool(state: dict, tokens: torch.Tensor) -> torch.Tensor:
     """CONCH's image head from its definition: one learnt query (LayerNorm) attends with 8 heads over the
     LayerNorm-ed trunk tokens (separate q, k, v projections with one packed bias, as nn.MultiheadAttention with
-    kdim = vdim = 768 holds them), output projection, first query, ln_contrast, @ proj_contrast."""
+    kdim = vdim = 768 holds them), output projection, first query, ln_contrast: CONCH's `forward_no_head` (the
+    features before `@ proj_contrast`)."""
     p = "visual.attn_pool_contrast."
     keys = F.layer_norm(tokens, (768,), state[p + "ln_k.weight"], state[p + "ln_k.bias"])
     query = F.layer_norm(state[p + "query"], (512,), state[p + "ln_q.weight"], state[p + "ln_q.bias"])
@@ -129,8 +142,7 @@ def _conch_pool(state: dict, tokens: torch.Tensor) -> torch.Tensor:
     v = (keys @ state[p + "attn.v_proj_weight"].T + bias_v).unflatten(-1, (8, 64)).transpose(1, 2)
     out = ((q @ k.transpose(-1, -2)) / 8).softmax(-1) @ v  # [B, 8, 1, 64]
     out = out.transpose(1, 2).flatten(2) @ state[p + "attn.out_proj.weight"].T + state[p + "attn.out_proj.bias"]
-    pooled = F.layer_norm(out[:, 0], (512,), state["visual.ln_contrast.weight"], state["visual.ln_contrast.bias"])
-    return pooled @ state["visual.proj_contrast"]
+    return F.layer_norm(out[:, 0], (512,), state["visual.ln_contrast.weight"], state["visual.ln_contrast.bias"])
 
 
 def test_the_model_has_the_key_names_and_shapes_of_conchs_checkpoint(saved):
@@ -153,7 +165,9 @@ def test_round_trip_through_our_loader_drops_the_captioning_half_and_gives_the_s
     assert all(torch.equal(loaded[key], value) for key, value in reference.state_dict().items())
     images = torch.rand(1, 3, 448, 448, generator=torch.Generator().manual_seed(1))
     with torch.no_grad():
-        torch.testing.assert_close(backbone.pooled_features(images), reference.encode_image(images))
+        before = backbone.pooled_features(images)  # what the image probes read: CONCH's forward_no_head
+        torch.testing.assert_close(before, reference.encode_image_before_projection(images))
+        torch.testing.assert_close(backbone.text.image_to_joint(before), reference.encode_image(images))
         tokens = backbone.text.tokenizer(PROMPTS)  # the file beside the weights
         torch.testing.assert_close(torch.from_numpy(backbone.text.encode(PROMPTS, torch.device("cpu"))),
                                    reference.encode_text(tokens))
@@ -175,9 +189,13 @@ def test_text_tower_equals_conchs_text_forward_recomputed(saved, tmp_path):
 def test_image_tower_equals_conchs_pooler_recomputed_over_the_trunk_tokens(saved):
     reference, _ = saved
     images = torch.rand(2, 3, 224, 224, generator=torch.Generator().manual_seed(2))  # dynamic size: a cheap check
+    state = reference.state_dict()
     with torch.no_grad():
-        expected = _conch_pool(reference.state_dict(), reference.visual.trunk.forward_features(images))
-        torch.testing.assert_close(reference.encode_image(images), expected, atol=1e-5, rtol=1e-5)
+        expected = _conch_pool(state, reference.visual.trunk.forward_features(images))
+        torch.testing.assert_close(reference.encode_image_before_projection(images), expected, atol=1e-5, rtol=1e-5)
+        torch.testing.assert_close(reference.encode_image(images), expected @ state["visual.proj_contrast"],
+                                   atol=1e-5, rtol=1e-5)
+    assert reference.image_projection() is reference.visual.proj_contrast  # encode_image's only step after it
 
 
 def test_tokenizer_gives_conchs_127_ids_and_a_placeholder_pad(tmp_path, monkeypatch):
@@ -252,10 +270,8 @@ zeroshot:
 """
 
 
-@pytest.mark.slow
-def test_offline_zero_shot_run_through_the_cli(tmp_path):
-    """`evalsuite run --model conch --random-init --probes zeroshot` on six tiles: the tokenizer from
-    EVALSUITE_CONCH_TOKENIZER, chance-level note, test rows with intervals."""
+def write_tile_card(tmp_path):
+    """Six 32 px tiles (two per split, one of each class) in a tile_csv manifest and TILE_CARD over them."""
     (tmp_path / "tiles").mkdir()
     rows = ["image_path,label,split"]
     for number in range(6):
@@ -264,6 +280,14 @@ def test_offline_zero_shot_run_through_the_cli(tmp_path):
     (tmp_path / "tiles.csv").write_text("\n".join(rows) + "\n")
     card = tmp_path / "conch_tiles.yaml"
     card.write_text(TILE_CARD.format(root=tmp_path))
+    return card
+
+
+@pytest.mark.slow
+def test_offline_zero_shot_run_through_the_cli(tmp_path):
+    """`evalsuite run --model conch --random-init --probes zeroshot` on six tiles: the tokenizer from
+    EVALSUITE_CONCH_TOKENIZER, chance-level note, test rows with intervals."""
+    card = write_tile_card(tmp_path)
     tokenizer = write_tokenizer(tmp_path / "tokenizer" / vlm_conch.TOKENIZER_NAME)
     out = tmp_path / "out"
     result = run_cli("run", "--task", card, "--model", "conch", "--random-init", "--probes", "zeroshot",
@@ -274,3 +298,84 @@ def test_offline_zero_shot_run_through_the_cli(tmp_path):
     test_rows = [row for row in leaderboard_rows(out) if row["split"] == "test" and row["probe"] == "zeroshot"]
     assert test_rows and all(row["model"] == "conch+random-init" for row in test_rows)
     assert all(row["ci_low"] and row["ci_high"] for row in test_rows)
+
+
+# CONCH's layers at a small size (the same code, one layer, narrower): built in a fraction of a second where the real
+# size takes seconds. 448 px tiles in 64 px patches (7 x 7 tokens); a vocabulary that holds the test tokenizer's ids.
+SMALL = {"_PATCH_PX": 64, "_WIDTH": 64, "_DEPTH": 1, "_HEADS": 2, "_EMBED_DIM": 32, "_POOLER_HEADS": 2, "_VOCAB": 400}
+CLASS_PROMPTS = [["stroma.", "an H&E image of stroma."], ["tumor cells.", "an H&E image of tumor cells."]]  # TILE_CARD
+
+
+@pytest.fixture
+def small_conch(monkeypatch):
+    for name, value in SMALL.items():
+        monkeypatch.setattr(vlm_conch, name, value)
+
+
+@pytest.fixture
+def zeroshot_then_linear(small_conch, tmp_path, monkeypatch):
+    """(zeroshot run record, linear run record, reader, backbone, builds): a zeroshot run and then a linear run of one
+    small random CONCH on the six tiles, through the runner's Python entry point (one build, fp32 on the CPU)."""
+    card = write_tile_card(tmp_path)
+    monkeypatch.setenv(vlm_conch.TOKENIZER_ENV, str(write_tokenizer(tmp_path / "tok" / vlm_conch.TOKENIZER_NAME)))
+    builds = ReusedBuilds()
+    config = RunConfig(task=str(card), model="conch", random_init=True, probes=["zeroshot"], out_dir=tmp_path / "out",
+                       device="cpu", precision="fp32", batch_size=2, num_workers=0)
+    zeroshot = run(config, builds)
+    linear = run(dataclasses.replace(config, probes=["linear"]), builds)
+    _, reader, backbone = build_task_and_backbone(config, builds)
+    return zeroshot, linear, reader, backbone, builds
+
+
+def _zero_shot_proba(image_rows: torch.Tensor, backbone) -> np.ndarray:
+    """softmax(logit_scale x cosine(image, class)), the classes TILE_CARD's prompts ensembled, from `image_rows`."""
+    clip = backbone.model.clip
+    with torch.no_grad():
+        prompts = clip.encode_text(backbone.text.tokenizer([p for name in CLASS_PROMPTS for p in name]))
+    per_class = F.normalize(prompts, dim=-1).unflatten(0, (2, 2)).mean(dim=1)
+    cosine = F.normalize(image_rows, dim=-1) @ F.normalize(per_class, dim=-1).T
+    return torch.softmax(clip.logit_scale.exp() * cosine, dim=1).numpy()
+
+
+def test_one_cache_serves_the_linear_probe_the_features_before_the_projection_and_zeroshot_the_projected_ones(
+        zeroshot_then_linear, tmp_path):
+    zeroshot, linear, reader, backbone, builds = zeroshot_then_linear
+    assert builds.builds == 1 and backbone.probe_features == "before_projection"
+    # The linear run read the zeroshot run's caches: the same keys, nothing extracted.
+    assert linear["cache"]["keys"] == zeroshot["cache"]["keys"]
+    assert sum(zeroshot["samples_extracted"].values()) == 6 and sum(linear["samples_extracted"].values()) == 0
+    dataset = reader.dataset("test", build_transform(backbone.data_config))
+    images = torch.stack([dataset[index][0] for index in range(len(dataset))])
+    with torch.no_grad():
+        before = backbone.model.clip.encode_image_before_projection(images)
+        projected = backbone.model.clip.encode_image(images)
+    cache = FeatureCache(tmp_path / "out" / "cache")
+    rows, _ = cache.open(zeroshot["cache"]["keys"]["test"], mode="ram")
+    cached = torch.from_numpy(rows).float()
+    torch.testing.assert_close(cached, before, atol=2e-3, rtol=2e-3)  # float16 rows of CONCH's forward_no_head
+    assert (cached - projected).abs().max() > 0.5  # not encode_image
+    # The zero-shot probabilities are those of the projected embedding (the cached rows @ proj_contrast), not of the
+    # rows themselves.
+    proba = load_predictions(tmp_path / "out", zeroshot["run_id"]).probas["zeroshot/seed0"]
+    np.testing.assert_allclose(proba, _zero_shot_proba(projected, backbone), atol=1e-3)
+    assert np.abs(proba - _zero_shot_proba(before, backbone)).max() > 0.05
+    # An older cache of encode_image (a key without the field) is never served for these features.
+    fields = dict(cache.manifest(zeroshot["cache"]["keys"]["test"])["fields"])
+    assert fields.pop("probe_features") == "before_projection"
+    assert cache_key(fields) != zeroshot["cache"]["keys"]["test"]
+
+
+class _ComparesRowsWithTexts:
+    """A probe class that reads texts but does not declare it maps cached rows into the joint space."""
+
+
+def test_a_text_probe_that_does_not_map_rows_into_the_joint_space_is_refused_for_conch_alone(small_conch):
+    conch = build_backbone("conch", random_init=True)
+    with pytest.raises(EvalsuiteError, match="probe p does not map cached image rows into the joint image-text space, "
+                                             "and model 'conch' caches its image features before projection") as error:
+        check_images_map_to_joint_space(_ComparesRowsWithTexts, "p", conch)
+    assert "\n" not in str(error.value) and "evalsuite/probes/p.py" in str(error.value)
+    for probe in ("zeroshot", "mizero"):  # the shipped probes that compare cached rows with class texts map them
+        check_images_map_to_joint_space(PROBES[probe], probe, conch)
+    clip_like = SimpleNamespace(name="clip", text=SimpleNamespace(image_to_joint=ImageToJoint()), probe_features=None)
+    check_images_map_to_joint_space(_ComparesRowsWithTexts, "p", clip_like)  # its cache is the joint embedding

@@ -65,6 +65,8 @@ def test_round_trip_through_build_vlm_gives_the_same_towers(saved):
     assert expected_text.norm(dim=-1).tolist() == pytest.approx([1.0, 1.0])  # KEEP normalises both towers
     assert backbone.text.logit_scale == pytest.approx(float(reference.logit_scale.detach().exp()))
     assert backbone.text.context_length_tokens == 256
+    # KEEP documents only encode_image (its visual head is an MLP, not a linear projection): the probes read it.
+    assert backbone.probe_features is None and backbone.text.image_to_joint.is_identity
 
 
 @pytest.mark.slow

@@ -80,6 +80,7 @@ def test_round_trip_through_build_vlm_gives_the_same_towers(saved):
     reference, path = saved
     backbone = build_backbone("musk", weights=str(path))
     assert backbone.weights_id.startswith("sha256:") and backbone.label == "musk+model"
+    assert backbone.probe_features == "before_projection" and backbone.embed_dim == SMALL["encoder_embed_dim"]
     assert backbone.data_config == {"input_size": (3, 384, 384), "interpolation": "bicubic",
                                     "mean": (0.5, 0.5, 0.5), "std": (0.5, 0.5, 0.5)}
     assert backbone.text.logit_scale == pytest.approx(50.0) and backbone.text.context_length_tokens == 100
@@ -90,8 +91,11 @@ def test_round_trip_through_build_vlm_gives_the_same_towers(saved):
         image_cls = reference.beit3(visual_tokens=images)["encoder_out"][:, 0]
         text_cls = reference.beit3(textual_tokens=tokens["input_ids"],
                                    text_padding_position=tokens["padding_mask"])["encoder_out"][:, 0]
-        torch.testing.assert_close(backbone.pooled_features(images), image_cls @ reference.vision_head.weight.T,
-                                   rtol=0, atol=0)
+        # The image probes read the CLS token before vision_head (MUSK's with_head=False for linear probes and
+        # MIL); the text-reading probes apply the head's weight to those rows (with_head=True, zero-shot).
+        before = backbone.pooled_features(images)
+        torch.testing.assert_close(before, image_cls, rtol=0, atol=0)
+        torch.testing.assert_close(backbone.text.image_to_joint(before), reference.encode_image(images))
         text = torch.from_numpy(backbone.text.encode(prompts, torch.device("cpu")))
         torch.testing.assert_close(text, text_cls @ reference.language_head.weight.T, rtol=0, atol=0)
         # The padding mask keeps a prompt's embedding the same whatever longer prompt shares its batch.

@@ -2,12 +2,15 @@
 numpy re-computation of CONCH's definition, K clipped to a slide's tiles as CONCH clips it, K and the prompt set
 chosen on val (train never read), and the slide card's `zeroshot:` block."""
 
+import dataclasses
+
 import numpy as np
 import pytest
 import torch
 
 from evalsuite.errors import EvalsuiteError
 from evalsuite.features.bags import SlideBags
+from evalsuite.models.vlm import ImageToJoint
 from evalsuite.probes import PROBES
 from evalsuite.probes.class_texts import ClassTexts, ensemble_class_embeddings
 from evalsuite.probes.mizero import DEFAULT_TOPJ, MIZeroProbe, topj_pooled_cosines
@@ -58,6 +61,20 @@ def test_slide_probabilities_equal_a_numpy_recomputation_of_conchs_definition(to
     np.testing.assert_allclose(probe.pooled_cosines(bags), [pooled for pooled, _ in expected], atol=1e-6)
     np.testing.assert_allclose(probe.predict_proba(bags), [proba for _, proba in expected], atol=1e-6)
     assert probe.selected_params_["topj"] == topj and probe.selected_params_["trained_on"] == "nothing (zero-shot)"
+
+
+def test_tiles_cached_before_a_projection_are_projected_as_conchs_forward_project():
+    """CONCH's run_mizero projects stored tile features (`forward_project`) before the cosines: bags of the features
+    before the projection, with the projection in the class texts, score as bags of the projected tiles."""
+    rng = np.random.default_rng(3)
+    before = [rng.normal(size=(n, 16)).astype(np.float16) for n in (4, 9, 2)]
+    projection = rng.normal(size=(16, 8)).astype(np.float32)
+    classes = ensemble_class_embeddings(rng.normal(size=(6, 8)), np.repeat(np.arange(3), 2), 3)
+    texts = dataclasses.replace(_texts({"templates": classes}, 20.0), image_to_joint=ImageToJoint(
+        torch.from_numpy(projection)))
+    probe = MIZeroProbe(3, topj=[2], class_texts=texts).fit(None, None, None, None)
+    expected = [_conch_mizero(tiles.astype(np.float32) @ projection, classes, 2, 20.0)[1] for tiles in before]
+    np.testing.assert_allclose(probe.predict_proba(_bags(before)), expected, atol=1e-5)
 
 
 def test_j_beyond_a_slides_tiles_is_clipped_as_conch_clips_it():

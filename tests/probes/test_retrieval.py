@@ -12,7 +12,7 @@ from sklearn.neighbors import KNeighborsClassifier, NearestNeighbors
 
 from evalsuite.errors import EvalsuiteError
 from evalsuite.metrics.bootstrap import BOOTSTRAP_DRAWS
-from evalsuite.metrics.retrieval import per_query_scores, retrieval_intervals, retrieval_metrics
+from evalsuite.metrics.retrieval import per_query_scores, retrieval_draws, retrieval_metrics
 from evalsuite.probes import PROBES, RetrievalProbe
 from evalsuite.storage.npy_rows import NpyRows
 
@@ -155,16 +155,26 @@ def test_query_bootstrap_is_seeded_resamples_queries_and_brackets_the_estimate()
     queries = rng.integers(0, 3, size=120)
     neighbours = np.where(rng.random((120, 5)) < 0.6, queries[:, None], rng.integers(0, 3, size=(120, 5)))
     scores = per_query_scores(neighbours, queries, [1, 5])
-    first = retrieval_intervals(scores, seed=4)
-    assert first == retrieval_intervals(scores, seed=4) and first != retrieval_intervals(scores, seed=5)
+    first = retrieval_draws(scores, seed=4)
+    assert all(np.array_equal(first[name], retrieval_draws(scores, seed=4)[name]) for name in first)
+    assert not np.array_equal(first["retrieval_map@5"], retrieval_draws(scores, seed=5)["retrieval_map@5"])
     # The same draws as evalsuite.metrics.bootstrap, done by indexing instead of weighting.
     draw_rng = np.random.default_rng(4)
     resampled = [scores["retrieval_map@5"][draw_rng.integers(0, 120, size=120)].mean() for _ in range(BOOTSTRAP_DRAWS)]
-    assert first["retrieval_map@5"] == pytest.approx(tuple(np.percentile(resampled, [2.5, 97.5])), abs=1e-12)
-    for name, (low, high) in first.items():
+    assert first["retrieval_map@5"] == pytest.approx(resampled, abs=1e-12)
+    for name, values in first.items():
+        low, high = np.percentile(values, [2.5, 97.5])
         assert low <= scores[name].mean() <= high and high - low < 0.3
-    one_patient = retrieval_intervals(scores, groups=np.zeros(120))
-    assert all(np.isnan(low) and np.isnan(high) for low, high in one_patient.values())
+    assert all(len(values) == 0 for values in retrieval_draws(scores, groups=np.zeros(120)).values())
+
+
+def test_the_interval_is_the_same_for_every_probe_seed_and_follows_the_draw_seed():
+    """Issue 47: retrieval is deterministic, so its interval must not change with the probe seed; it is drawn with the
+    draw seed the runner passes (the task's), like every other probe's."""
+    split = _split()
+    seeded = [RetrievalProbe(3, ks=[1, 5], seed=seed).evaluate(split, draw_seed=11) for seed in (0, 1, 2)]
+    assert seeded[0] == seeded[1] == seeded[2]
+    assert seeded[0][1] != RetrievalProbe(3, ks=[1, 5], seed=0).evaluate(split, draw_seed=12)[1]
 
 
 def test_any_hit_accuracy_grows_with_k_and_bounds_map():

@@ -89,9 +89,9 @@ def _text_retrieval(splits: dict) -> set:
 
 
 def _robustness_rows() -> set:
+    from evalsuite.metrics.group_robustness import METRIC as GROUP_METRIC
     from evalsuite.robustness.invariance import invariance_result
     from evalsuite.robustness.perturbations import PERTURBATIONS
-    from evalsuite.runner import GROUP_METRIC
     from evalsuite.tasks.kinds import KINDS
 
     recipe = SimpleNamespace(params={}, path="knn.yaml", sha256="")

@@ -38,8 +38,8 @@ def test_best_sets_floors_and_overall_ranking(board):
     overall = {model: (rank, interval) for model, rank, interval in report.overall}
     assert report.overall[0][0] == "good" and "close" not in overall  # close has no t2: not comparable over tasks
     # good is first on t2 in every draw and first or second (after close) on t1; floor (30 % right) is last on both
-    # tasks (4th, 3rd) but changes places with weak (40 %) in some draws.
-    assert overall["good"] == (1.0, (1.0, 1.5)) and overall["floor"] == (3.5, (2.5, 3.5))
+    # tasks (4th, 3rd) but changes places with weak (40 %) on one of them in some draws (each task's own draws).
+    assert overall["good"] == (1.0, (1.0, 1.5)) and overall["floor"] == (3.5, (3.0, 3.5))
     # The rows carry no interval; the stored predictions give the interval of the mean shown (good: two seeds).
     low, high = cells[("good", "t1")].interval
     assert low < cells[("good", "t1")].mean < high

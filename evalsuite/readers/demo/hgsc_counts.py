@@ -18,8 +18,16 @@ from PIL import Image
 
 from evalsuite.errors import EvalsuiteError
 from evalsuite.readers.base import Reader, TargetImages
-from evalsuite.readers.demo.hgsc_tiles import (IMAGE_FILE, MASK_KEY, TYPE_MASK_FILE, check_block_tiling, read_image,
-                                              read_type_mask, split_of)
+from evalsuite.readers.demo.hgsc_tiles import (
+    IMAGE_FILE,
+    MASK_KEY,
+    TYPE_MASK_FILE,
+    check_block_tiling,
+    read_image,
+    read_type_mask,
+    split_of,
+)
+from evalsuite.readers.item_identity import tile_name
 from evalsuite.readers.masks.base import check_tiling, grid_tiles
 
 INSTANCE_MASK_FILE = "hgsc_nest_inst_mask.npz"
@@ -72,6 +80,11 @@ class HgscCountReader(Reader):
     def groups(self, split: str) -> list:
         self.check_split(split, self.card.splits)
         return self.blocks[self.splits == split].tolist()
+
+    def item_ids(self, split: str) -> list:
+        """Each tile's origin in the crop, in dataset order."""
+        self.check_split(split, self.card.splits)
+        return [tile_name(IMAGE_FILE, top, left, self.tile_size_px) for top, left in self.origins[self.splits == split]]
 
 
 def read_instance_mask(path: Path, image_shape: tuple) -> np.ndarray:

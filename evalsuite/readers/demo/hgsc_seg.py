@@ -17,8 +17,14 @@ from pathlib import Path
 import numpy as np
 
 from evalsuite.errors import EvalsuiteError
-from evalsuite.readers.demo.hgsc_tiles import (IMAGE_FILE, TYPE_MASK_FILE, check_block_tiling, read_image,
-                                              read_type_mask, split_of)
+from evalsuite.readers.demo.hgsc_tiles import (
+    IMAGE_FILE,
+    TYPE_MASK_FILE,
+    check_block_tiling,
+    read_image,
+    read_type_mask,
+    split_of,
+)
 from evalsuite.readers.masks.base import CachedSource, SegmentationReader, check_tiling, grid_tiles
 
 CLASSES = ["background", "connective", "inflammatory", "neoplastic"]
@@ -49,6 +55,7 @@ class HgscSegReader(SegmentationReader):
         image = read_image(Path(data_root) / IMAGE_FILE)
         mask = read_type_mask(Path(data_root) / TYPE_MASK_FILE, image.shape[:2], len(CLASSES) - 1)
         self.source = CropSource(image, mask.astype(np.uint8))
+        self.source_names = [IMAGE_FILE]
         tiles = {"train": [], "val": [], "test": []}
         height, width = mask.shape
         for _, block_top, block_left in grid_tiles(0, height, width, block_size_px, block_size_px, cover=False):

@@ -17,6 +17,7 @@ from PIL import Image
 
 from evalsuite.errors import EvalsuiteError
 from evalsuite.readers.base import LabelledImages, Reader
+from evalsuite.readers.item_identity import tile_name
 
 IMAGE_FILE = "hgsc_nest.jpg"
 TYPE_MASK_FILE = "hgsc_nest_type_mask.npz"
@@ -92,6 +93,11 @@ class HgscTileReader(Reader):
         self.check_split(split, self.card.splits)
         chosen = self.splits == split
         return TileDataset(self.image, self.origins[chosen], self.labels[chosen], self.tile_size_px, transform)
+
+    def item_ids(self, split: str) -> list:
+        """Each tile's origin in the crop, in dataset order."""
+        self.check_split(split, self.card.splits)
+        return [tile_name(IMAGE_FILE, row, col, self.tile_size_px) for row, col in self.origins[self.splits == split]]
 
 
 def read_image(path: Path) -> np.ndarray:

@@ -28,6 +28,7 @@ from evalsuite.metrics.segmentation import IGNORE_INDEX
 from evalsuite.readers.base import Reader
 from evalsuite.readers.batch_decoding import BatchDecoding
 from evalsuite.readers.files import check_classes
+from evalsuite.readers.item_identity import relative_name, tile_name
 from evalsuite.readers.splits import carve_val_units
 
 PAD_PIXEL = 255
@@ -75,7 +76,8 @@ def check_mask_values(mask: np.ndarray, num_classes: int, what: str, allow_ignor
 
 
 class SegmentationReader(Reader):
-    """Base: a subclass sets `self.source` and `self.tiles = {split: int64 [n, 3] (source, top, left)}`, and where it
+    """Base: a subclass sets `self.source`, `self.tiles = {split: int64 [n, 3] (source, top, left)}` and
+    `self.source_names` (what identifies each source: a file relative to the data root, an array row), and where it
     knows the test bootstrap's clusters `self.source_clusters` (one id per source) and `interval_unit`."""
 
     def __init__(self, card, tile_px: int):
@@ -84,10 +86,19 @@ class SegmentationReader(Reader):
         self.source = None
         self.tiles: dict = {}
         self.source_clusters: list | None = None  # None: every tile is its own unit
+        self.source_names: list | None = None  # None: the tiles' items cannot be named
 
     def dataset(self, split: str, transform) -> "SegTileDataset":
         self.check_split(split, self.tiles)
         return SegTileDataset(self.source, self.tiles[split], self.tile_px, transform)
+
+    def item_ids(self, split: str) -> list | None:
+        """Each tile's source and origin in it, in dataset order."""
+        self.check_split(split, self.tiles)
+        if self.source_names is None:
+            return None
+        return [tile_name(self.source_names[source], top, left, self.tile_px)
+                for source, top, left in self.tiles[split]]
 
     def groups(self, split: str) -> list | None:
         """The cluster id of each tile of `split` (that of its source), in dataset order; None without clusters."""
@@ -113,7 +124,7 @@ class GridTilingReader(SegmentationReader):
 
     A subclass names its CLASSES, TASK, CLASS_MAP (how its label files map to the card's classes), its default
     tiling and whether tiles cover the image edge (padded) or drop a remainder; its `scan` checks the layout,
-    sets `self.source` and returns one GridImage per image in source order."""
+    sets `self.source` (whose `images` are the image files) and returns one GridImage per image in source order."""
 
     CLASSES: list = []
     TASK = ""
@@ -136,6 +147,7 @@ class GridTilingReader(SegmentationReader):
             tiles[split] += grid_tiles(index, image.height_px, image.width_px, tile_size_px, stride_px, self.COVER)
         self.tiles = {split: np.array(rows, dtype=np.int64).reshape(-1, 3) for split, rows in tiles.items()}
         self.source_clusters = [image.name for image in images]
+        self.source_names = [relative_name(path, data_root) for path in self.source.images]
 
     def scan(self, root: Path, check_counts: bool) -> list[GridImage]:
         raise NotImplementedError

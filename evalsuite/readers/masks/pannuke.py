@@ -25,6 +25,7 @@ import numpy as np
 
 from evalsuite.errors import EvalsuiteError
 from evalsuite.readers.files import check_classes, check_count, layout_error
+from evalsuite.readers.item_identity import relative_name
 from evalsuite.readers.masks.base import CachedSource, SegmentationReader
 from evalsuite.storage.npy_rows import NpyRows
 
@@ -135,6 +136,8 @@ class PannukeReader(SegmentationReader):
         source = PannukeFolds(Path(data_root), list(folds.values()))
         super().__init__(card, source.tile_px)
         self.source = source
+        self.source_names = [f"{relative_name(source.paths[fold]['images'], data_root)} row {row}"
+                             for fold, row in source.rows]
         rows = np.array([fold for fold, _ in source.rows])
         for split, fold in folds.items():
             indices = np.flatnonzero(rows == fold)

@@ -21,8 +21,8 @@ from evalsuite.errors import EvalsuiteError
 from evalsuite.readers.base import Reader
 from evalsuite.readers.batch_decoding import BatchDecoding
 from evalsuite.readers.slides.patients import check_patient_targets, first_slides, patient_numbers
-from evalsuite.readers.slides.slide_manifest import SlideRecord
 from evalsuite.readers.slides.scorable import check_kept_split, check_manifest_splits
+from evalsuite.readers.slides.slide_manifest import SlideRecord
 from evalsuite.readers.slides.tissue import read_tile_at, tile_grid
 from evalsuite.readers.slides.wsi import cached_slide, slide_mpp
 from evalsuite.runtime.progress import Progress
@@ -213,6 +213,13 @@ class SlideReader(Reader):
         `per_patient`)."""
         values = [r.target for r in self._scored_records(split)]
         return np.array(values, dtype=np.float64) if self.survival else np.array(values, dtype=np.int64)[:, 0]
+
+    def item_ids(self, split: str) -> list:
+        """Each scored item, in the order of `targets`: the slide's id, or per patient the patient's (the manifest's
+        ids, the same under any data root; the run's tiling is a measurement of the item, not another item)."""
+        if self.per_patient:
+            return [f"patient {r.patient}" for r in self._scored_records(split)]
+        return [f"slide {r.slide_id}" for r in self._scored_records(split)]
 
     def groups(self, split: str) -> list:
         """The patient of each scored item (so per patient, each item is its own bootstrap cluster)."""

@@ -20,11 +20,16 @@ from PIL import Image
 
 from evalsuite.errors import EvalsuiteError
 from evalsuite.readers.base import Reader, TargetImages
+from evalsuite.readers.spots.hest_files import (
+    PatchFile,
+    fold_files,
+    log1p_expression,
+    read_expression,
+    read_gene_list,
+    read_split_csv,
+)
 from evalsuite.readers.spots.hest_folds import check_folds_disjoint, check_one_sample_per_file
-from evalsuite.readers.spots.hest_files import (PatchFile, fold_files, log1p_expression, read_expression,
-                                                read_gene_list, read_split_csv)
-from evalsuite.readers.spots.hest_patients import sample_patients, single_cluster_note
-
+from evalsuite.readers.spots.hest_patients import few_cluster_note, sample_patients
 
 LAYOUT = ("one HEST-Benchmark task folder as distributed (bench_data/<TASK>): splits/train_<k>.csv and test_<k>.csv, "
           "patches/<sample>.h5, adata/<sample>.h5ad, var_50genes.json")
@@ -79,8 +84,8 @@ class HestReader(Reader):
 
     @property
     def intervals_note(self) -> str | None:
-        """What the run says where a fold's test is one patient (or one sample): it has no interval."""
-        return single_cluster_note([[self._cluster(row) for row in test] for _, test in self.fold_rows],
+        """What the run says where a fold's test has too few patients (or samples) for an interval: it has none."""
+        return few_cluster_note([[self._cluster(row) for row in test] for _, test in self.fold_rows],
                                    self.interval_unit)
 
     def dataset(self, split: str, transform) -> SpotTiles:
@@ -91,6 +96,10 @@ class HestReader(Reader):
 
     def groups(self, split: str) -> list:
         return [self._cluster(row) for row in self._rows(split) for _ in range(len(self._patch(row)))]
+
+    def item_ids(self, split: str) -> list:
+        """Each spot's sample and barcode, in dataset order (barcodes are unique within a patch file)."""
+        return [f"{row.sample_id} spot {barcode}" for row in self._rows(split) for barcode in self._patch(row).barcodes]
 
     def _cluster(self, row) -> str:
         return row.sample_id if self.patient_of is None else self.patient_of[row.sample_id]

@@ -9,6 +9,7 @@ that column, else the card's `reader.args.patients` (sample id -> patient); with
 """
 
 from evalsuite.errors import EvalsuiteError
+from evalsuite.metrics.few_clusters import MIN_CLUSTERS, too_few_clusters
 from evalsuite.readers.spots.hest_h5ad import TASK, examples
 
 CARD_FIX = "map every sample id to its patient, e.g. patients: {MEND139: patient 2, MEND154: patient 1}"
@@ -45,14 +46,20 @@ def _card_map(card_patients, card_path) -> dict:
     return {sample.strip(): patient.strip() for sample, patient in card_patients.items()}
 
 
-def single_cluster_note(test_clusters: list, unit: str) -> str | None:
-    """The run's note where a fold's test is one `unit` (`test_clusters`: each fold's test cluster ids): that fold's
-    interval is empty, as evalsuite.metrics.bootstrap leaves it with fewer than two clusters. None when none is."""
-    single = [(fold, min(ids)) for fold, ids in enumerate(test_clusters) if len(set(ids)) < 2]
-    if not single:
+def few_cluster_note(test_clusters: list, unit: str) -> str | None:
+    """The run's note where a fold's test has fewer `unit`s than an interval needs (`test_clusters`: each fold's test
+    cluster ids; few_clusters.MIN_CLUSTERS): that fold's interval is empty, as the scorers leave it. None when no
+    fold is that small."""
+    few = [(fold, sorted(set(map(str, ids)))) for fold, ids in enumerate(test_clusters)
+           if too_few_clusters(len(set(ids)))]
+    if not few:
         return None
-    folds = ", ".join(f"test_fold{fold}: '{name}'" for fold, name in single)
+    folds = "; ".join(f"test_fold{fold}: {', '.join(repr(name) for name in names)}" for fold, names in few)
     parts = "sections" if unit == "patient" else "spots"  # HEST's samples are sections; a section's parts are spots
-    return (f"{len(single)} of {len(test_clusters)} folds test one {unit} ({folds}): resampling the {parts} of one "
-            f"{unit} would measure variation within that {unit}, not between {unit}s, so those folds' intervals are "
-            f"empty (nan); the spread over folds (<metric>_fold_std) is the only variation between {unit}s")
+    single = all(len(names) == 1 for _, names in few)
+    what = (f"test one {unit} ({folds}): resampling the {parts} of one {unit} would measure variation within that "
+            f"{unit}, not between {unit}s" if single else
+            f"test fewer than {MIN_CLUSTERS} {unit}s ({folds}): one {unit} has no variation between {unit}s to "
+            f"resample, and 2 or 3 give no interval that holds (docs/significance.md, \"Few clusters\")")
+    return (f"{len(few)} of {len(test_clusters)} folds {what}, so those folds' intervals are empty (nan); the spread "
+            f"over folds (<metric>_fold_std) is the only variation between {unit}s")

@@ -48,7 +48,7 @@ class BachReader(FileListReader):
 
     def __init__(self, card, data_root: Path, check_counts: bool = True, preprocess: str = "center_crop",
                  crop_px: int | None = None):
-        super().__init__(card, preprocess, crop_px)
+        super().__init__(card, preprocess, crop_px, data_root)
         check_classes(card, list(HELD_OUT), TASK, "class folders")
         paths, labels = class_folder_samples(Path(data_root) / PHOTOS, card, ".tif", TASK, LAYOUT)
         splits = []

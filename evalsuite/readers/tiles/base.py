@@ -11,6 +11,7 @@ from PIL import Image
 from evalsuite.errors import EvalsuiteError
 from evalsuite.readers.base import LabelledImages, Reader
 from evalsuite.readers.files import UNREADABLE_REMEDY, open_rgb
+from evalsuite.readers.item_identity import relative_name
 
 PREPROCESS_MODES = ("resize", "center_crop")
 
@@ -62,14 +63,16 @@ class FileListReader(Reader):
     `preprocess` (`resize` | `center_crop`) and optional `crop_px` apply to every split.
     A subclass that knows which samples share a patient or slide also fills
     `self.split_groups = {split: [cluster id per sample]}` and names the unit in
-    `interval_unit`: the test bootstrap then resamples those clusters (evalsuite.metrics.bootstrap).
+    `interval_unit`: the test bootstrap then resamples those clusters (evalsuite.metrics.bootstrap). A sample is
+    named (`item_ids`) by its path relative to `data_root`.
     """
 
     max_pixels = Image.MAX_IMAGE_PIXELS
     unreadable_remedy = UNREADABLE_REMEDY  # the hint of a corrupt-image error: what fixes it for this reader
 
-    def __init__(self, card, preprocess: str = "resize", crop_px: int | None = None):
+    def __init__(self, card, preprocess: str = "resize", crop_px: int | None = None, data_root=None):
         self.card = card
+        self.data_root = data_root  # None: the samples' paths cannot be named apart from where the data is
         self.preprocess = build_preprocess(card, preprocess, crop_px)
         self.splits: dict = {}
         self.split_groups: dict = {}
@@ -78,6 +81,13 @@ class FileListReader(Reader):
         """The cluster id (patient, slide) of each sample of `split` in dataset order; None: every sample is
         its own unit."""
         return self.split_groups.get(split)
+
+    def item_ids(self, split: str) -> list | None:
+        """Each sample's image file relative to the data root, in dataset order."""
+        self.check_split(split, self.splits)
+        if self.data_root is None:
+            return None
+        return [relative_name(path, self.data_root) for path in self.splits[split][0]]
 
     def dataset(self, split: str, transform) -> ImageFileDataset:
         self.check_split(split, self.splits)

@@ -37,7 +37,7 @@ class BracsReader(FileListReader):
 
     def __init__(self, card, data_root: Path, check_counts: bool = True, preprocess: str = "center_crop",
                  crop_px: int | None = None):
-        super().__init__(card, preprocess, crop_px)
+        super().__init__(card, preprocess, crop_px, data_root)
         check_classes(card, CLASSES, TASK, "class folders")
         for split, expected in OFFICIAL_COUNTS.items():
             self.splits[split] = class_folder_samples(Path(data_root) / ROOT / split, card, ".png", TASK, LAYOUT)

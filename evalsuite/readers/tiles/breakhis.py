@@ -82,7 +82,7 @@ class BreakhisReader(FileListReader):
 
     def __init__(self, card, data_root: Path, check_counts: bool = True, labels: str = "subtype4",
                  preprocess: str = "center_crop", crop_px: int | None = None):
-        super().__init__(card, preprocess, crop_px)
+        super().__init__(card, preprocess, crop_px, data_root)
         if labels not in LABELS:
             raise EvalsuiteError(f"task card {card.path}: reader.args.labels must be one of {', '.join(LABELS)}, "
                                  f"got '{labels}'")

@@ -24,7 +24,7 @@ CLASSES = ["ADI", "BACK", "DEB", "LYM", "MUC", "MUS", "NORM", "STR", "TUM"]
 class CrcReader(FileListReader):
     def __init__(self, card, data_root: Path, check_counts: bool = True, val_fraction: float = 0.1,
                  val_seed: int = 0, preprocess: str = "resize", crop_px: int | None = None):
-        super().__init__(card, preprocess, crop_px)
+        super().__init__(card, preprocess, crop_px, data_root)
         check_classes(card, CLASSES, TASK, "class folders")
         found = {}
         for folder in (TRAIN_DIR, TEST_DIR):

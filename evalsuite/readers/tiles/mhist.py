@@ -41,7 +41,7 @@ def read_annotations(path: Path) -> list[dict]:
 class MhistReader(FileListReader):
     def __init__(self, card, data_root: Path, check_counts: bool = True, val_fraction: float = 0.2,
                  val_seed: int = 0, preprocess: str = "resize", crop_px: int | None = None):
-        super().__init__(card, preprocess, crop_px)
+        super().__init__(card, preprocess, crop_px, data_root)
         check_classes(card, CLASSES, TASK, "labels")
         root = Path(data_root)
         rows = read_annotations(require_file(root / CSV_NAME, TASK, LAYOUT))

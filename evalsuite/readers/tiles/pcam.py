@@ -144,6 +144,12 @@ class PcamReader(Reader):
         # What the test bootstrap resamples: the source slides when the test meta CSV names them.
         self.interval_unit = "slide" if "test" in self.slides else "tile"
 
+    def item_ids(self, split: str) -> list:
+        """Each tile's row in its split's x file (the file name is the same under any data root)."""
+        self.check_split(split, self.labels)
+        name = self.images[split].path.name
+        return [f"{name} row {row}" for row in range(len(self.labels[split]))]
+
     def groups(self, split: str) -> list | None:
         """The source slide (`wsi`) of each tile of `split`, or None without that split's meta CSV."""
         self.check_split(split, self.labels)

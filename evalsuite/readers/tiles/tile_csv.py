@@ -30,7 +30,7 @@ class TileCsvReader(FileListReader):
                  test_fold: int = 0, val_fraction: float = 0.2, seed: int = 0, preprocess: str = "resize",
                  crop_px: int | None = None, caption_column: str | None = None):
         # check_counts: a user cohort has no official split sizes; accepted for a uniform interface.
-        super().__init__(card, preprocess, crop_px)
+        super().__init__(card, preprocess, crop_px, data_root)
         self.manifest_path = Path(data_root) / manifest
         # A listed tile is left out by deleting its row; --no-count-check does nothing here (no official counts).
         self.unreadable_remedy = f"replace the file, or delete its row from {self.manifest_path}"

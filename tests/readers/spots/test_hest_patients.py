@@ -7,7 +7,6 @@ run's note says so. HEST's val is train: the run writes no val rows (the wide ta
 """
 
 import json
-import math
 
 import numpy as np
 import pytest
@@ -54,9 +53,10 @@ def test_a_fold_testing_one_patient_has_no_interval_and_the_run_says_so(tmp_path
     assert [fold["test_patients"] for fold in record["folds"]] == [["A"], ["B", "C"]]
     rows = {(r["split"], r["metric"]): r for r in leaderboard_rows(out)}
     # Sections A1 and A2 are two clusters to a bootstrap over samples; over patients they are one: nothing to draw.
-    assert rows[("test_fold0", "pearson")]["ci_low"] == rows[("test_fold0", "pearson")]["ci_high"] == "nan"
-    assert all(math.isfinite(float(rows[("test_fold1", "pearson")][end])) for end in ("ci_low", "ci_high"))
-    note = "1 of 2 folds test one patient (test_fold0: 'A'): resampling the sections of one patient"
+    # Fold 1's two patients are fewer than an interval needs (docs/significance.md, "Few clusters"): none either.
+    for fold in ("test_fold0", "test_fold1"):
+        assert rows[(fold, "pearson")]["ci_low"] == rows[(fold, "pearson")]["ci_high"] == "nan"
+    note = "2 of 2 folds test fewer than 4 patients (test_fold0: 'A'; test_fold1: 'B', 'C'): one patient has no"
     assert record["intervals_note"].startswith(note) and f"note: {record['intervals_note']}" in result.stdout
     # Val is each fold's train: its scores are train's, so the leaderboard gets none of them.
     assert not [split for split, _ in rows if split.startswith("val")]
@@ -77,14 +77,17 @@ def test_without_patients_the_sample_is_the_cluster_and_a_one_sample_fold_is_not
                            folds=[(["S1"], ["S2", "S3"]), (["S2", "S3"], ["S1"])], tile_px=4)
     reader = _reader("hest_idc", task.task_dir)
     assert reader.interval_unit == "sample" and reader.groups("test") == ["S2", "S2", "S3", "S3"]
-    assert reader.intervals_note.startswith("1 of 2 folds test one sample (test_fold1: 'S1'): resampling the spots")
+    assert reader.intervals_note.startswith("2 of 2 folds test fewer than 4 samples (test_fold0: 'S2', 'S3'; "
+                                            "test_fold1: 'S1'): one sample has no variation between samples")
     assert "test_patients" not in reader.fold_samples(0)
 
 
-def test_no_note_when_every_fold_tests_two_patients(tmp_path):
+def test_folds_of_two_patients_are_noted_too(tmp_path):
+    """Two patients are more than one but fewer than an interval needs (docs/significance.md, "Few clusters")."""
     task = write_hest_task(tmp_path / "bench_data", samples={s: 2 for s in PATIENTS}, tile_px=4,
                            folds=[(["A1", "A2"], ["B1", "C1"]), (["B1"], ["A1", "C1"])])
-    assert _reader(load_card(_card(tmp_path, PATIENTS)), task.task_dir).intervals_note is None
+    note = _reader(load_card(_card(tmp_path, PATIENTS)), task.task_dir).intervals_note
+    assert note.startswith("2 of 2 folds test fewer than 4 patients (test_fold0: 'B', 'C'; test_fold1: 'A', 'C')")
 
 
 @pytest.mark.parametrize("card, folds, patients", [

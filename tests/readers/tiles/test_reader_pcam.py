@@ -14,7 +14,9 @@ from conftest import assert_one_line_error, make_pcam, make_pcam_meta, pcam_name
 from torchvision import transforms as T
 
 from evalsuite.errors import EvalsuiteError
-from evalsuite.metrics.intervals import bootstrap_intervals
+from evalsuite.metrics.bootstrap import task_draw_seed
+from evalsuite.metrics.intervals import bootstrap_draw_scores, bootstrap_intervals
+from evalsuite.metrics.shown_intervals import shown_interval
 from evalsuite.readers.tiles import pcam
 from evalsuite.readers.tiles.pcam import PcamReader
 from evalsuite.reporting.predictions import load_predictions
@@ -205,11 +207,17 @@ def test_meta_csv_slides_are_the_test_clusters_and_the_interval_resamples_slides
     assert stored.cluster_unit == "slide" and stored.clusters.tolist() == pcam_runs["slides"]  # the wsi column
     # Reference intervals of test balanced accuracy (1000 draws, seed 0): resampling the 6 slides gives
     # [0.25, 1.0]; resampling the 24 tiles as if independent gives [0.469, 0.857], too narrow for these tiles.
-    per_tile = bootstrap_intervals(stored.labels, stored.probas["knn1/seed0"], seed=0)["balanced_accuracy"]
+    proba = stored.probas["knn1/seed0"]
+    per_tile = bootstrap_intervals(stored.labels, proba, seed=0)["balanced_accuracy"]
     assert per_tile == pytest.approx((0.46875, 0.857142857), abs=1e-6)
-    assert knn["intervals_95"]["test"]["balanced_accuracy"] == pytest.approx([0.25, 1.0])
+    assert bootstrap_intervals(stored.labels, proba, seed=0, groups=stored.clusters)["balanced_accuracy"] == \
+        pytest.approx((0.25, 1.0))
+    # The run's own: the task's draws over the 6 slides read with t(5), cut at 1 (docs/significance.md).
+    drawn = bootstrap_draw_scores(stored.labels, proba, seed=task_draw_seed("pcam"), groups=stored.clusters)
+    expected = shown_interval(2 / 3, drawn["balanced_accuracy"], 6, "balanced_accuracy").bounds
+    assert knn["intervals_95"]["test"]["balanced_accuracy"] == pytest.approx(list(expected))
     low, high = knn["intervals_95"]["test"]["balanced_accuracy"]
-    assert low < per_tile[0] and high > per_tile[1]
+    assert low < 0.25 < per_tile[0] and high == 1.0
 
 
 def test_compare_on_slide_clusters_uses_the_paired_cluster_bootstrap_not_mcnemar(pcam_runs):
