@@ -332,8 +332,9 @@ def pannuke_paths(root: Path, fold: int) -> dict:
             "masks": base / "masks" / f"fold{fold}" / "masks.npy"}
 
 
-def make_pannuke(root: Path, counts=(3, 2, 2), size: int = 256) -> Path:
-    """Fold N/images/foldN/{images,types}.npy and Fold N/masks/foldN/masks.npy, float64 as released."""
+def make_pannuke(root: Path, counts=(3, 2, 2), size: int = 256, tissues=("Breast", "Colon", "Lung")) -> Path:
+    """Fold N/images/foldN/{images,types}.npy and Fold N/masks/foldN/masks.npy, float64 as released; the tiles'
+    tissue types cycle through `tissues`."""
     rng = np.random.default_rng(0)
     for fold, count in enumerate(counts, start=1):
         paths = pannuke_paths(root, fold)
@@ -349,7 +350,7 @@ def make_pannuke(root: Path, counts=(3, 2, 2), size: int = 256) -> Path:
             masks[i, ..., 5] = (types == 0).astype(np.float64)
         np.save(paths["images"], images)
         np.save(paths["masks"], masks)
-        np.save(paths["types"], np.array(["Breast", "Colon", "Lung"] * count)[:count])
+        np.save(paths["types"], np.array(list(tissues) * count)[:count])
     return Path(root)
 
 

@@ -1,7 +1,8 @@
 """Segmentation runs through the CLI: test rows carry bootstrap intervals over PanNuke tissue types, the run stores
 its per-image confusion counts, and `leaderboard --compare` tests two segmentation runs on them.
 
-The fixture is PanNuke's layout with 6 test tiles of 3 tissue types (Breast, Colon, Lung, twice each); the
+The fixture is PanNuke's layout with 8 test tiles of 4 tissue types (Breast, Colon, Lung, Skin, twice each: the
+fewest an interval needs, docs/significance.md "Few clusters"); the
 backbones are timm's tiny test ViTs with random weights and the linear head runs 2 epochs: this checks the
 plumbing, not a model."""
 
@@ -11,18 +12,21 @@ import numpy as np
 import pytest
 from conftest import leaderboard_rows, make_pannuke, run_cli
 
-from evalsuite.metrics.segmentation import metrics_from_confusion, segmentation_intervals
+from evalsuite.metrics.bootstrap import task_draw_seed
+from evalsuite.metrics.segmentation import metrics_from_confusion, segmentation_draw_scores
+from evalsuite.metrics.shown_intervals import shown_interval
 from evalsuite.tasks.cards import load_card
 
 pytestmark = pytest.mark.slow
 MODELS = ("test_vit", "test_vit2")
-TYPES = ["Breast", "Colon", "Lung"] * 2
+TISSUES = ("Breast", "Colon", "Lung", "Skin")
+TYPES = list(TISSUES) * 2
 
 
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory):
     root = tmp_path_factory.mktemp("seg_runs")
-    data = make_pannuke(root / "data", counts=(3, 2, 6))
+    data = make_pannuke(root / "data", counts=(3, 2, 8), tissues=TISSUES)
     recipe = root / "seg_linear_tiny.yaml"
     recipe.write_text("name: seg_linear\nprobe: seg_linear\nparams: {epochs: 2, batch_size: 8}\n")
     for model in MODELS:
@@ -61,16 +65,17 @@ def test_the_stored_per_image_counts_reproduce_the_metric_and_its_interval(runs)
     stored = np.load(runs / "runs" / record["predictions"]["file"])
     assert [str(k) for k in stored["confusion_keys"]] == ["seg_linear/seed0"] == record["predictions"]["keys"]
     counts = stored["confusion_0"]
-    assert counts.shape == (6, 6, 6) and list(stored["clusters"]) == TYPES and str(stored["cluster_unit"]) == \
+    assert counts.shape == (8, 6, 6) and list(stored["clusters"]) == TYPES and str(stored["cluster_unit"]) == \
         "tissue type"
     classes = record["task"]["classes"]
     metrics = metrics_from_confusion(counts.sum(axis=0), classes)
     probe = record["probes"][0]
     for name, value in probe["metrics"]["test"].items():
         assert np.isnan(value) and np.isnan(metrics[name]) or value == pytest.approx(metrics[name]), name
-    # The interval is the bootstrap over the tissue types of these counts, drawn with the probe's seed (0).
-    assert list(segmentation_intervals(counts, classes, TYPES, seed=0)["dice_fg_mean"]) == \
-        probe["intervals_95"]["test"]["dice_fg_mean"]
+    # The interval is the bootstrap over the tissue types of these counts, drawn with the task's seed, read for 4.
+    drawn = segmentation_draw_scores(counts, classes, TYPES, seed=task_draw_seed("pannuke"))["dice_fg_mean"]
+    assert list(shown_interval(metrics["dice_fg_mean"], drawn, 4, "dice_fg_mean").bounds) == \
+        pytest.approx(probe["intervals_95"]["test"]["dice_fg_mean"])
 
 
 def test_compare_gives_a_paired_bootstrap_p_value_over_tissue_types(runs):
@@ -78,6 +83,6 @@ def test_compare_gives_a_paired_bootstrap_p_value_over_tissue_types(runs):
     assert result.returncode == 0, result.stderr
     line = next(line for line in result.stdout.splitlines() if line.startswith("pannuke"))
     fields = line.split()
-    assert fields[1:5] == ["dice_fg_mean", "6", "3", "tissue"] and "bootstrap" in fields
+    assert fields[1:5] == ["dice_fg_mean", "8", "4", "tissue"] and "bootstrap" in fields
     p_value = float(fields[fields.index("bootstrap") + 1])
     assert 2 / 1001 - 1e-6 <= p_value <= 1
