@@ -17,8 +17,9 @@ def add_parser(commands, common) -> None:
                      help="say what would run; with --executor slurm, write and print the scripts and the sbatch "
                           "lines without submitting")
     run.add_argument("--reclaim", action="append", default=[], metavar="HOST",
-                     help="take over cells recorded as running on HOST that this host cannot check (that host went "
-                          "down); repeatable. Cells of a dead process on this host are taken over without it")
+                     help="take over cells recorded by HOST (this host too) that this host cannot check: a process "
+                          "there (that host went down), or Slurm jobs without squeue/sacct here; repeatable. Cells of a "
+                          "dead process on this host are taken over without it")
     run.set_defaults(handler=main_run)
     status = actions.add_parser("status", parents=[common], help="the model x task grid: done, running, pending, "
                                                                  "failed (with the error and the log)")
@@ -60,17 +61,11 @@ def main_run(args) -> None:
 
 
 def _run_here(sweep, cells, dry_run: bool, reclaim=()) -> None:
-    from evalsuite.sweeps.cells import done_pairs, leaderboard_rows, missing_runs, weights_ids
+    from evalsuite.sweeps.local import dry_run_local, run_local
 
-    if dry_run:
-        rows, ids = leaderboard_rows(sweep), weights_ids(sweep, remember=False)  # a dry run writes nothing
-        for cell in cells:
-            runs = missing_runs(cell, done_pairs(sweep, rows, cell, ids))
-            print(f"{cell.model.label} x {cell.task_name}: " + ("; ".join(
-                f"seeds {','.join(map(str, seeds))} with {', '.join(probes)}" for probes, seeds in runs) or "done"))
+    if dry_run:  # what the run below would do, from the same cell states
+        dry_run_local(sweep, cells, say=print, reclaim=reclaim)
         return
-    from evalsuite.sweeps.local import run_local
-
     run_local(sweep, cells, say=lambda line: print(line, flush=True), reclaim=reclaim)
     _finish(sweep, cells, reclaim, every_cell_done=True)
 
@@ -89,7 +84,7 @@ def _finish(sweep, cells, reclaim=(), every_cell_done: bool = False) -> None:
 def _submit(sweep, cells, dry_run: bool, reclaim=()) -> None:
     from evalsuite.sweeps.cells import missing_runs
     from evalsuite.sweeps.limits import read_limits
-    from evalsuite.sweeps.status import cell_states
+    from evalsuite.sweeps.status import cell_states, unchecked_line
     from evalsuite.sweeps.submit import check_sbatch, check_warning_fits, memory_limit
 
     if not dry_run:
@@ -102,6 +97,9 @@ def _submit(sweep, cells, dry_run: bool, reclaim=()) -> None:
     wanted = [c for c in cells if states[c.id]["state"] != "done" and c not in busy]
     if busy:
         print(f"sweep {sweep.name}: {len(busy)} cells are queued or running already; not submitted again")
+    for cell in busy if dry_run else ():  # a real run lists them under its grid
+        if states[cell.id].get("unchecked"):
+            print(unchecked_line(sweep, states[cell.id]))
     pending = [(cell, missing_runs(cell, _done(sweep, cell))) for cell in wanted]
     elements = _planned(sweep, [(cell, runs) for cell, runs in pending if runs], dry_run, memory_limit(sweep, limits))
     if elements:

@@ -123,13 +123,15 @@ def weights_ids(sweep: Sweep, remember: bool = True) -> dict:
 
     memo_path = sweep_dir(sweep) / "weights_ids.json"
     memo = read_json(memo_path)
+    memo = memo if isinstance(memo, dict) else {}  # a memo that is no object is only hashed again
     found, changed = {}, False
     for model in sweep.models:
         if not model.weights:
             continue
         files = weights_files(Path(model.weights))
         stamp = ";".join(f"{f}:{f.stat().st_size}:{f.stat().st_mtime_ns}" for f in files)
-        if memo.get(model.weights, {}).get("stamp") != stamp:
+        known = memo.get(model.weights)
+        if not isinstance(known, dict) or known.get("stamp") != stamp or not isinstance(known.get("id"), str):
             memo[model.weights] = {"stamp": stamp, "id": f"sha256:{weights_sha256(files)}"}
             changed = True
         found[model.weights] = memo[model.weights]["id"]
@@ -138,8 +140,9 @@ def weights_ids(sweep: Sweep, remember: bool = True) -> dict:
     return found
 
 
-def read_json(path: Path) -> dict:
-    """The JSON object in `path`, or {} when it is missing or cut short."""
+def read_json(path: Path):
+    """The JSON value in `path` (an object, unless the file was written by hand), or {} when it is missing or cut
+    short."""
     try:
         return json.loads(path.read_text())
     except (OSError, ValueError):

@@ -106,7 +106,8 @@ def lock_held(lock_path: Path) -> bool | None:
 def runner_gone(record: dict, lock_path: Path) -> str | None:
     """Why the process of a `running` record written on this host no longer runs the cell, or None when it does."""
     pid = record.get("pid")
-    ended = f"the process that ran it (pid {pid}) ended without a result"
+    ended = f"the process that ran it ({f'pid {pid}' if pid is not None else 'its record names no pid'}) ended " \
+            "without a result"
     if record.get("boot_id") and boot_id() and record["boot_id"] != boot_id():
         return f"{ended}: the host restarted since"
     if record.get("locked"):

@@ -31,7 +31,7 @@ def run_local(sweep, cells, say=print, reclaim=()) -> dict:
     for note in repair_half_commits(sweep.out):  # a run killed while committing, finished or undone first
         print(f"note: {note}", file=sys.stderr)
     rows, ids = leaderboard_rows(sweep), weights_ids(sweep)
-    busy = {s["cell"] for s in cell_states(sweep, cells, reclaim) if s.get("active") and s["state"] != "done"}
+    busy = held_elsewhere(sweep, cells, reclaim)
     if busy:
         say(f"sweep {sweep.name}: {len(busy)} cells are queued or running elsewhere (`sweep status`); left to them")
     todo = [(cell, missing_runs(cell, done_pairs(sweep, rows, cell, ids))) for cell in cells if cell.id not in busy]
@@ -49,6 +49,33 @@ def run_local(sweep, cells, say=print, reclaim=()) -> dict:
         say(_progress_line(cell, number, len(pending), outcome[cell.id], cell_started, started,
                            time_left.seconds(pending[number:])))
     return outcome
+
+
+def held_elsewhere(sweep, cells, reclaim=(), remember: bool = True) -> dict:
+    """{cell id: its state} of the cells a Slurm job or another live process holds: the run leaves them to it."""
+    return {s["cell"]: s for s in cell_states(sweep, cells, reclaim, remember)
+            if s.get("active") and s["state"] != "done"}
+
+
+def dry_run_local(sweep, cells, say=print, reclaim=()) -> None:
+    """What run_local would do with each cell, from the same states, running and writing nothing: a cell held
+    elsewhere is said to be left to its holder, as the real run leaves it."""
+    rows, ids = leaderboard_rows(sweep), weights_ids(sweep, remember=False)
+    busy = held_elsewhere(sweep, cells, reclaim, remember=False)
+    for cell in cells:
+        name = f"{cell.model.label} x {cell.task_name}"
+        if cell.id in busy:
+            say(f"{name}: left to its holder, {busy[cell.id]['state']} elsewhere ({_holder_words(busy[cell.id])})")
+            continue
+        runs = missing_runs(cell, done_pairs(sweep, rows, cell, ids))
+        say(f"{name}: " + ("; ".join(f"seeds {','.join(map(str, seeds))} with {', '.join(probes)}"
+                                     for probes, seeds in runs) or "done"))
+
+
+def _holder_words(state: dict) -> str:
+    if state.get("unchecked"):
+        return f"{state['unchecked']}; `sweep status` says how to take it over"
+    return f"Slurm job {state['job']}" if state.get("job") else "a live `sweep run` on this host"
 
 
 def _run_cell(sweep, cell, ids: dict, builds, say) -> str:

@@ -8,6 +8,7 @@ only the characters Slurm's own names and formats use (no line break, no `;`, `$
 are shell by design and `python` is shell-quoted.
 """
 
+import math
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -59,18 +60,25 @@ def slurm_options(raw, path: Path) -> SlurmOptions:
             raise EvalsuiteError(f"sweep file {path}: unknown key 'slurm.{key}'; known: "
                                  f"{', '.join(sorted(SLURM_KEYS))}")
     options = SlurmOptions(**{key: value for key, value in raw.items() if key not in ("extra", "setup")})
-    options.extra = _lines(raw.get("extra"), path, "slurm.extra")
-    options.setup = _lines(raw.get("setup"), path, "slurm.setup")
+    options.extra = _extra_lines(raw.get("extra"), path)
+    options.setup = [line for text in _lines(raw.get("setup"), path, "slurm.setup") for line in text.splitlines()
+                     if line.strip()]  # a block of shell lines is what setup is for
     _check_values(options, path)
     for key in ("array_parallelism", "cpus"):
         if getattr(options, key) is not None:
             integer_at_least(getattr(options, key), 1, path, f"slurm.{key}")
     _check_warning(options, path)
-    for key in ("mem_margin_gb", "max_mem_gb"):
-        value = getattr(options, key)
-        if value is not None and (not isinstance(value, (int, float)) or isinstance(value, bool) or value < 0):
-            raise EvalsuiteError(f"sweep file {path}: slurm.{key} is a number of GB such as 4 or 0.5, got {value!r}")
+    _check_gb(options.mem_margin_gb, path, "mem_margin_gb", "at least 0, such as 4 or 0.5", lambda gb: gb >= 0)
+    if options.max_mem_gb is not None:  # 0 would be no limit at all, not a node of 0 GB: refused, not ignored
+        _check_gb(options.max_mem_gb, path, "max_mem_gb", "above 0, such as 500 (leave it out to use the "
+                  "partition's MaxMemPerNode only)", lambda gb: gb > 0)
     return options
+
+
+def _check_gb(value, path: Path, key: str, allowed: str, fits) -> None:
+    """A number of GB: not a bool, finite (`.inf` would overflow --mem), and `fits`."""
+    if not isinstance(value, (int, float)) or isinstance(value, bool) or not math.isfinite(value) or not fits(value):
+        raise EvalsuiteError(f"sweep file {path}: slurm.{key} must be a number of GB {allowed}; got {value!r}")
 
 
 def _check_values(options: SlurmOptions, path: Path) -> None:
@@ -110,7 +118,19 @@ def _lines(value, path: Path, where: str) -> list:
     lines = [value] if isinstance(value, str) else value
     if not isinstance(lines, list) or not all(isinstance(line, str) for line in lines):
         raise EvalsuiteError(f"sweep file {path}: {where} must be a line or a list of lines")
-    return [line for text in lines for line in text.splitlines() if line.strip()]
+    return lines
+
+
+def _extra_lines(value, path: Path) -> list:
+    """Each entry is one #SBATCH line. An entry with a line break was split into two directives, the second one
+    nobody wrote as an entry: refused, naming the entry (a YAML block's closing line break is dropped)."""
+    lines = [text.strip() for text in _lines(value, path, "slurm.extra")]
+    for line in lines:
+        if len(line.splitlines()) > 1:
+            raise EvalsuiteError(f"sweep file {path}: slurm.extra {line!r} holds a line break, which would make it "
+                                 "two #SBATCH lines; write each sbatch option as its own list entry, e.g. extra: "
+                                 "[--qos=normal, --constraint=a100]")
+    return [line for line in lines if line]
 
 
 def integer_at_least(value, least: int, path: Path, where: str) -> int:
