@@ -114,6 +114,8 @@ def _compare(args, source: Path) -> None:
     rows = [row for name in dict.fromkeys((a, b)) for row in _side_rows(rows, name, source)]  # A A: no difference
     filters = Filters(tasks=_names(args.task), models=(a, b), probes=_names(args.probe))
     table = build_wide_table(rows, "test", args.metric, filters, source=str(source))
+    for name in dict.fromkeys((a, b)):
+        _check_side_shown(name, table, [row for row in rows if row["model"] == name], source)
     comparison = compare_models(table, args.out, a, b, source=str(source))
     print(comparison_text(comparison))
     for note in table.notes + comparison.notes:
@@ -125,6 +127,9 @@ def _side_rows(rows: list, name: str, source: Path) -> list:
     probes of one model are two rows of the table. Checked before the filters, which would report a filter problem."""
     known = {row["model"] for row in rows}
     model, _, probe = name.rpartition("@") if name not in known and "@" in name else (name, "", "")
+    if name not in known and "@" in name and not (model and probe):  # 'MODEL@' would compare the plain model
+        raise EvalsuiteError(f"--compare '{name}' names no {'probe' if model else 'model'}; pass MODEL@PROBE or "
+                             "MODEL")
     if model not in known:
         raise EvalsuiteError(f"unknown model '{model}' in {source}; it has: {', '.join(sorted(known))}")
     mine = [row for row in rows if row["model"] == model]
@@ -133,6 +138,19 @@ def _side_rows(rows: list, name: str, source: Path) -> list:
         probes = ", ".join(sorted({row["probe"] for row in mine}))
         raise EvalsuiteError(f"model '{model}' has no '{probe}' runs in {source}; its probes: {probes}")
     return [{**row, "model": name} for row in chosen]
+
+
+def _check_side_shown(name: str, table, side_rows: list, source: Path) -> None:
+    """One side of --compare with no cell in the table: its test rows hold other metrics than the one compared (a
+    text_retrieval probe holds text_retrieval_* only), so say which, and --metric, rather than 'unknown model'."""
+    if any(row.model == name for row in table.rows):
+        return
+    shown = ", ".join(sorted(set(table.metrics.values()))) or "the compared metric"
+    held = sorted({row["metric"] for row in side_rows if row["split"] == "test"
+                   and (not table.tasks or row["task"] in table.tasks)})
+    where = f"its test rows hold {_some(held)}; pass --metric {held[0]} (or another of them)" if held else \
+        "it has no test rows on these tasks"
+    raise EvalsuiteError(f"--compare '{name}' has no {shown} rows on the test split in {source}: {where}")
 
 
 def _names(values: list[str]) -> tuple:

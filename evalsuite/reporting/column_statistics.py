@@ -15,13 +15,18 @@ scores in the task's 1000 cluster-bootstrap draws (bootstrap.task_draw_seed) giv
   every task together), the mean over tasks, percentiles.
 A column that cannot be tested (no stored predictions, other test items, fewer clusters than
 few_clusters.MIN_CLUSTERS, a metric not scored from items, no finite score) gets `untested` = why on each cell, and
-a note naming the task; never a reading of "worse". Cells without
+a note naming the task; never a reading of "worse". A column whose cells hold no finite mean (every value nan) is not
+tested whatever its predictions say (its cells show no number to put an interval or a mark on) and, unranked
+(wide.py), counts in no mean rank. A lone model's column is not marked (there is no one to tell it apart from), but
+why it has no draws is still said when a file is at fault. A cell whose mean is nan (one undefined seed) is scored nan
+in every draw, as the table shows it: ranked last. Cells without
 draws keep the interval the runs recorded for the same number where there is one: one seed's own interval (the
 leaderboard row's ci_low, ci_high), or for several seeds of one run the run's interval of their mean
 (`intervals_95_seed_mean`). docs/significance.md has the procedures.
 """
 
 import json
+import math
 from dataclasses import replace
 from pathlib import Path
 
@@ -37,9 +42,14 @@ from evalsuite.metrics.significance import average_ranks, ranks_from_scores
 from evalsuite.reporting.cell_draws import PredictionsLoader, cluster_count, has_draw_form, same_items
 from evalsuite.reporting.predictions import NoPredictions
 from evalsuite.reporting.results import RUNS_FOLDER
-from evalsuite.reporting.wide import RUN_COLUMN_METRICS, WideTable
+from evalsuite.reporting.wide import RUN_COLUMN_METRICS, WideTable, ranked_tasks
 
 NO_PREDICTIONS = "a run has no stored test predictions"  # then why: a rerun stores them, or none is stored
+
+
+class FileFault(str):
+    """Why a column has no draws, when a file is at fault (a damaged predictions file, seeds on other items): said
+    even for a lone model's column, which is never marked, since the fix is the user's (delete it and rerun)."""
 
 
 def add_column_statistics(table: WideTable, out_dir: Path, loader: PredictionsLoader | None = None,
@@ -47,16 +57,24 @@ def add_column_statistics(table: WideTable, out_dir: Path, loader: PredictionsLo
     """The table with every column's intervals, rank intervals and best set where its draws exist, notes where
     not, and each complete model's mean-rank interval. `loader`: one whose draw scores later tests reuse."""
     loader = loader or PredictionsLoader(out_dir)
-    drawn, untested, unclustered = {}, {}, []
+    drawn, untested, unclustered, lone = {}, {}, [], {}
     for task in table.tasks:
         ranked = [row for row in table.rows if task in row.cells]
+        if ranked and not any(math.isfinite(row.cells[task].mean) for row in ranked):
+            untested[task] = f"no model has a finite {table.metrics[task]} on the {table.split} split (every value " \
+                             "is nan or infinite: the metric is undefined there), so the column is not ranked"
+            _mark_untested(ranked, task, untested[task], drop_intervals=True)
+            continue
         scores, why = column_draws(table, task, loader, draws)
         if scores is None:
             too_few = task in table.clusters  # then no interval either, even a lone model's from its run
             if why and (len(ranked) > 1 or too_few):  # a lone model has nothing to be told apart from: no mark
                 untested[task] = why
                 _mark_untested(ranked, task, why, drop_intervals=too_few)
+            elif why:
+                lone[task] = why
             continue
+        scores = _as_shown(scores, {row.model: row.cells[task].mean for row in ranked})
         reference = loader.cell(ranked[0].model, task, ranked[0].cells[task])
         clusters = cluster_count(reference)
         table.clusters[task] = (clusters, reference.unit)
@@ -70,9 +88,24 @@ def add_column_statistics(table: WideTable, out_dir: Path, loader: PredictionsLo
         if why:
             untested[task] = why
     _fill_missing_intervals(table, Path(out_dir))
-    _add_mean_rank_intervals(table, drawn, untested)
-    table.notes += _notes(untested, unclustered) + _interval_notes(table)
+    said = {task for task, why in lone.items() if isinstance(why, FileFault)} | set(untested)  # a note says why
+    _add_mean_rank_intervals(table, drawn, {**lone, **untested}, said)
+    table.notes += _notes(untested, unclustered) + _lone_notes(lone) + _interval_notes(table)
     return table
+
+
+def _as_shown(scores: dict, means: dict) -> dict:
+    """The draws of a cell whose mean is nan (a seed's metric undefined, or the value edited) are nan too, so its
+    statistics say what its number says (ranked last, never in the best set) whatever its predictions score."""
+    return {model: (math.nan, np.full_like(values, np.nan)) if math.isnan(means[model]) else (observed, values)
+            for model, (observed, values) in scores.items()}
+
+
+def _lone_notes(lone: dict) -> list[str]:
+    """A lone model's column is not marked, but a damaged predictions file or seeds on other items is said: the
+    file to delete and rerun."""
+    return [f"{task}: no interval or rank from the stored test predictions: {why}" for task, why in lone.items()
+            if isinstance(why, FileFault)]
 
 
 def column_draws(table: WideTable, task: str, loader: PredictionsLoader, draws: int) -> tuple:
@@ -91,7 +124,7 @@ def column_draws(table: WideTable, task: str, loader: PredictionsLoader, draws: 
     except NoPredictions as exc:
         return None, f"{NO_PREDICTIONS}: {exc.why}"
     except EvalsuiteError as exc:  # a damaged file, seeds on other items: its own message names the file and fix
-        return None, str(exc)
+        return None, FileFault(exc)
     reference = next(iter(loaded.values()))
     if not all(same_items(reference, other) for other in loaded.values()):
         return None, ("its runs were tested on different items (another split, or data changed or reordered): rerun "
@@ -126,7 +159,9 @@ def _fill_column(table: WideTable, task: str, ranked: list, scores: dict, cluste
     ranks = ranks_from_scores(spread, metric) if len(ranked) > 1 else {}
     best = model_confidence_set(observed, per_draw, higher_is_better(metric), clusters=count, left_out=left_out,
                                 seed=task_draw_seed(task)) if len(ranked) > 1 else None
-    why = "no bootstrap draw scored every model" if best is None and len(ranked) > 1 else ""
+    undefined = sorted(m for m, value in observed.items() if np.isnan(value))  # a cell whose mean is nan
+    why = ("no bootstrap draw scored every model" + (f" ({', '.join(undefined)}: {metric} nan, undefined)"
+                                                     if undefined else "")) if best is None and len(ranked) > 1 else ""
     for row in ranked:
         shown = shown_interval(observed[row.model], per_draw[row.model], count, metric, unit, CONFIDENCE)
         finite = not any(np.isnan(bound) for bound in shown.bounds)
@@ -165,18 +200,20 @@ def _run_mean_interval(out_dir: Path, run_id: str, probe: str, metric: str, seed
     return low, high
 
 
-def _add_mean_rank_intervals(table: WideTable, drawn: dict, untested: dict) -> None:
-    complete = [row for row in table.rows if row.rank_sum is not None]
+def _add_mean_rank_intervals(table: WideTable, drawn: dict, untested: dict, said: set = frozenset()) -> None:
+    """`untested`: why a column has no draws; `said`: the columns whose own note says it (not said twice)."""
+    complete, tasks = [row for row in table.rows if row.rank_sum is not None], ranked_tasks(table)
     if not complete or any(table.metrics[t] in RUN_COLUMN_METRICS for t in table.tasks):
         return
-    lacking = [task for task in table.tasks if task not in drawn]
+    lacking = [task for task in tasks if task not in drawn]  # an unranked column counts in no mean rank
     if lacking:
+        reasons = [f"{t}: {'its note says why' if t in said else untested[t]}" for t in lacking if t in untested]
         table.notes.append(f"no interval of the mean rank over tasks: {', '.join(lacking)} "
                            f"{'has' if len(lacking) == 1 else 'have'} no bootstrap draws "
-                           f"({'; '.join(f'{t}: {untested[t]}' for t in lacking if t in untested) or 'one model'})")
+                           f"({'; '.join(reasons) or 'one model'})")
         return
     per_task = [_draw_ranks(drawn[task], [row.model for row in complete], higher_is_better(table.metrics[task]))
-                for task in table.tasks]
+                for task in tasks]
     means = np.mean(per_task, axis=0)  # [draws, complete models]
     tail = (1 - CONFIDENCE) / 2 * 100
     low = np.percentile(means, tail, axis=0, method="lower")

@@ -9,11 +9,13 @@ not leaderboard_wide.csv, and a half-committed run is left for the next `evalsui
 
 import io
 import math
+import warnings
 from pathlib import Path
 
 from evalsuite.config import DEFAULT_OUT
 from evalsuite.errors import EvalsuiteError
-from evalsuite.reporting.leaderboard import COLUMNS, LEADERBOARD_FILE, check_leaderboard_file, read_rows
+from evalsuite.reporting.leaderboard import COLUMNS, LEADERBOARD_FILE, check_leaderboard_file
+from evalsuite.reporting.leaderboard_read import NUMBER_FORM, read_rows_noted, strict_float
 
 # The long CSV's dtypes by column; any other column (one a newer schema added) is float64 when each cell is a
 # number, else string, so a file from a newer evalsuite still loads.
@@ -36,11 +38,12 @@ def load_leaderboard(out=DEFAULT_OUT):
 
     One row per model x task x probe x split x metric x seed of each run, in file order; columns as
     docs/outputs.md lists them, every column of the current schema present (empty in older rows: NA/NaN), then
-    any column a newer evalsuite added. A torn last line (a writer killed mid-append) is skipped."""
+    any column a newer evalsuite added. A torn last line (a writer killed mid-append) is left out with a warning
+    naming the file and the line; a last row that only lacks its line break is read."""
     import pandas as pd
 
     path = _leaderboard_path(out)
-    rows = read_rows(path)
+    rows = _read_rows(path)
     extra = [name for name in rows[0] if name not in COLUMNS]  # a newer evalsuite's columns, kept
     columns = {name: [row.get(name, "") for row in rows] for name in COLUMNS + extra}
     runs = columns["run_id"]
@@ -62,7 +65,7 @@ def load_wide(out=DEFAULT_OUT, metric=None, split="test", tasks=(), models=(), p
 
     path = _leaderboard_path(out)
     filters = Filters(tasks=_names(tasks), models=_names(models), probes=_names(probes))
-    table = build_wide_table(read_rows(path), split, metric, filters, source=str(path))
+    table = build_wide_table(_read_rows(path), split, metric, filters, source=str(path))
     if split == "test":  # predictions are stored for the test split only
         table = add_column_statistics(table, path.parent)
     text = pd.read_csv(io.StringIO(wide_csv_text(table)), dtype=str, keep_default_na=False)
@@ -81,6 +84,15 @@ def _leaderboard_path(out) -> Path:
     path = out / LEADERBOARD_FILE
     check_leaderboard_file(path, fix=f"run `evalsuite run --out {out}` first, or pass the --out folder of earlier runs")
     return path
+
+
+def _read_rows(path: Path) -> list:
+    """The command's rows; a line left out (a torn last line) is a warning naming the file and the line, as the
+    commands' `note:` line on stderr."""
+    rows, notes = read_rows_noted(path)
+    for note in notes:
+        warnings.warn(note, stacklevel=3)  # at the caller of load_leaderboard or load_wide
+    return rows
 
 
 def _names(value) -> tuple:
@@ -123,7 +135,7 @@ def _typed(pd, name: str, values: list, dtype: str | None, path: Path, owners: l
     bad = [t for t, n in zip(texts, numbers) if n is None]
     if dtype is None:  # no declared type: numbers when every cell is one, else text
         return pd.array([t or None for t in texts], "string") if bad else pd.array(numbers, dtype="float64")
-    _refuse_first(name, bad, path, texts, owners, "a number")
+    _refuse_first(name, bad, path, texts, owners, f"a number ({NUMBER_FORM})")
     if dtype == "float64":
         return pd.array(numbers, dtype="float64")
     # Integers: a fraction or inf never, an empty cell only where the dtype holds NA (Int64; schema and seed are
@@ -134,11 +146,11 @@ def _typed(pd, name: str, values: list, dtype: str | None, path: Path, owners: l
 
 
 def _numbers(texts: list) -> list:
-    """Each cell as a float (NaN when empty), None where it is no number."""
+    """Each cell as a float (NaN when empty), None where it is no number as evalsuite writes them ('0_5' is none)."""
     numbers = []
     for text in texts:
         try:
-            numbers.append(float(text) if text else math.nan)
+            numbers.append(strict_float(text) if text else math.nan)
         except ValueError:
             numbers.append(None)
     return numbers

@@ -3,8 +3,10 @@
 One row per model x task x probe x split x metric x seed. Many processes (a Slurm array,
 torchrun ranks) may append at once: each append takes an exclusive lock and writes all of its
 rows in one write() on an O_APPEND descriptor, then fsyncs, so rows are neither lost nor
-interleaved, and a line left unfinished by a killed writer is cut off before the next append.
-An append that fails (a full disk, a read-only mount) leaves the file byte for byte as it was.
+interleaved, and a line left unfinished by a killed writer is cut off before the next append, while a complete
+last row that only lacks its line break (an editor saved it so) is kept and gets one (leaderboard_read.py tells them
+apart); either repair is a `note:` line on stderr. An append that fails (a full disk, a read-only mount) leaves the
+file byte for byte as it was.
 """
 
 import contextlib
@@ -13,9 +15,20 @@ import errno
 import io
 import json
 import os
+import sys
+from dataclasses import dataclass
 from pathlib import Path
 
-from evalsuite.errors import EvalsuiteError
+# The reading side lives in leaderboard_read.py; its names stay importable from here, where callers import them.
+from evalsuite.reporting.leaderboard_read import (  # noqa: F401
+    REQUIRED_COLUMNS,
+    V1_HEADLINE_METRIC,
+    check_header,
+    check_leaderboard_file,
+    read_rows,
+    readable_text,
+    torn_line_problem,
+)
 from evalsuite.storage.fsio import discard, exclusive_lock, fs_errors, write_atomically
 
 SCHEMA_VERSION = 6
@@ -32,11 +45,6 @@ COLUMNS = [
     # schema 6: the backbone's load-independent cost (evalsuite.models.flops) and the load the rates were measured under
     "device_hours_est", "gflops_per_image", "params", "host_load_1m",
 ]
-# What the summary needs to identify and score a row. Other columns are optional, and columns
-# this version does not know (added by a newer evalsuite) are kept and ignored.
-REQUIRED_COLUMNS = ["schema", "run_id", "timestamp_utc", "task", "model", "probe", "split", "metric", "value", "seed"]
-# Schema 1 rows predate `headline_metric`; balanced accuracy was the default selection metric then.
-V1_HEADLINE_METRIC = "balanced_accuracy"
 _FOREIGN_FIX = "move it aside or pass another --out"
 
 
@@ -44,9 +52,9 @@ def check_appendable(path: Path) -> None:
     """Refuse, before a run writes anything, a leaderboard.csv that `append_rows` would refuse."""
     path = Path(path)
     with fs_errors("read", path):
-        header, _ = _header_and_complete_bytes(path)
+        header = _layout(path).header
     if header is not None:
-        _check_columns(path, header, fix=_FOREIGN_FIX)
+        check_header(path, header, fix=_FOREIGN_FIX)
     # The files the append opens, opened now (neither is created): an immutable CSV (chattr +i) or a lock file that
     # is a folder refuses in seconds, not after hours of extraction and probes.
     for target, action in ((path, "append to"), (lock_path(path), "lock")):
@@ -78,41 +86,73 @@ def lock_path(path: Path) -> Path:
 def append_rows_locked(path: Path, rows: list[dict]) -> None:
     """`append_rows` for a caller that holds `leaderboard_lock(path)`."""
     with fs_errors("append to", path):
-        header, complete_bytes = _header_and_complete_bytes(path)
-        if header is None:
+        layout = _layout(path)
+        if layout.header is None:
             _append_bytes(path, _render(rows, COLUMNS, with_header=True), keep_bytes=0)
-            return
-        _check_columns(path, header, fix=_FOREIGN_FIX)
-        widened = header + [c for c in COLUMNS if c not in header]
-        if widened != header:
-            _rewrite_with_header(path, widened, complete_bytes, _render(rows, widened, with_header=False))
         else:
-            _append_bytes(path, _render(rows, header, with_header=False), keep_bytes=complete_bytes)
+            check_header(path, layout.header, fix=_FOREIGN_FIX)
+            widened = layout.header + [c for c in COLUMNS if c not in layout.header]
+            new_rows = _render(rows, widened, with_header=False)
+            if widened != layout.header:  # every row is written anew, each with its line break
+                _rewrite_with_header(path, widened, layout.keep_bytes, new_rows)
+            else:
+                _append_bytes(path, layout.line_break + new_rows, keep_bytes=layout.keep_bytes)
+    if layout.note:  # said once the append has happened: a failed one leaves the file as it was
+        print(f"note: {path}: {layout.note}", file=sys.stderr)
 
 
 def run_ids(path: Path) -> set:
-    """The run ids the leaderboard's complete lines name (empty without a file); a foreign file is an error."""
-    text = _complete_lines(path) if Path(path).exists() else ""
+    """The run ids the leaderboard's rows name (empty without a file); a foreign file is an error."""
+    text = readable_text(Path(path))[0] if Path(path).exists() else ""
     reader = csv.DictReader(io.StringIO(text))
     if not text.strip():
         return set()
-    _check_columns(Path(path), reader.fieldnames or [], fix=_FOREIGN_FIX)
+    check_header(Path(path), reader.fieldnames or [], fix=_FOREIGN_FIX)
     return {row.get("run_id") for row in reader}
 
 
-def _header_and_complete_bytes(path: Path) -> tuple[list[str] | None, int]:
-    """(header, bytes up to the last newline); the header is None when there is no file or no complete line.
+@dataclass(frozen=True)
+class _Layout:
+    """What an append keeps of the file and writes before its rows."""
+    header: list | None  # None: no file, or nothing to keep
+    keep_bytes: int  # the file's bytes to keep: a torn last line after them is cut off
+    line_break: bytes = b""  # b"\n" when the kept bytes end in a complete row (or header) without its line break
+    note: str = ""  # what the append repaired, for stderr
 
-    Bytes after the last newline are a line left unfinished by a writer killed inside write():
-    the next append cuts them off."""
+
+def _layout(path: Path) -> _Layout:
+    """The header and what to keep. Bytes after the last newline are either a line left unfinished by a writer
+    killed inside write(), cut off, or a complete row whose line break an editor left out, kept."""
     if not path.exists():
-        return None, 0
+        return _Layout(None, 0)
     with open(path, "rb") as handle:
-        complete_bytes = _complete_bytes(handle.fileno())
-        if complete_bytes == 0:
-            return None, 0
-        first_line = handle.readline().decode("utf-8-sig", errors="replace")  # Excel saves a BOM before the header
-    return next(csv.reader([first_line])), complete_bytes
+        size, complete_bytes = os.fstat(handle.fileno()).st_size, _complete_bytes(handle.fileno())
+        first_line = handle.readline()
+        tail = os.pread(handle.fileno(), size - complete_bytes, complete_bytes)
+    if size == 0:
+        return _Layout(None, 0)
+    header = _header(first_line)
+    if not tail:
+        return _Layout(header, size)
+    if complete_bytes == 0:  # one line, no line break: a torn first write, or a header an editor saved so
+        return _first_line_layout(header, size)
+    why = torn_line_problem(header, tail.decode("utf-8", errors="replace"))
+    if not why:
+        return _Layout(header, size, b"\n", "its last row had no line break at its end (an editor saves it so); "
+                                             "added one before the new rows, so that row is kept")
+    return _Layout(header, complete_bytes, note=f"cut off its unfinished last line ({why}), as a writer killed "
+                                                "inside an append leaves it")
+
+
+def _first_line_layout(header: list, size: int) -> _Layout:
+    if ",".join(COLUMNS).startswith(",".join(header)) and len(header) < len(COLUMNS):
+        return _Layout(None, 0, note="cut off its unfinished header, as a writer killed inside the first append "
+                                     "leaves it")
+    return _Layout(header, size, b"\n", "its header had no line break at its end; added one before the new rows")
+
+
+def _header(first_line: bytes) -> list:
+    return next(csv.reader([first_line.decode("utf-8-sig", errors="replace")]), [])  # Excel saves a BOM first
 
 
 def _complete_bytes(descriptor: int, chunk: int = 65536) -> int:
@@ -125,12 +165,6 @@ def _complete_bytes(descriptor: int, chunk: int = 65536) -> int:
             return start + newline + 1
         end = start
     return 0
-
-
-def _check_columns(path: Path, header: list[str], fix: str) -> None:
-    missing = [c for c in REQUIRED_COLUMNS if c not in header]
-    if missing:
-        raise EvalsuiteError(f"{path} is not an evalsuite leaderboard (missing columns: {', '.join(missing)}); {fix}")
 
 
 def _rewrite_with_header(path: Path, header: list[str], complete_bytes: int, new_rows: bytes) -> None:
@@ -188,53 +222,6 @@ def _restore(descriptor: int, path: Path, keep_bytes: int, torn_tail: bytes, exi
         os.ftruncate(descriptor, keep_bytes)
         if torn_tail:
             os.write(descriptor, torn_tail)
-
-
-def read_rows(path: Path) -> list[dict]:
-    """Every row as a dict of strings, except `value` (float), `seed` (int) and `headline_metric` (always set)."""
-    path = Path(path)
-    reader = csv.DictReader(io.StringIO(_complete_lines(path)))
-    _check_columns(path, reader.fieldnames or [], fix="pass the --out folder of evalsuite runs")
-    try:
-        rows = [_typed_row(row, path, reader.line_num) for row in reader]
-    except csv.Error as exc:
-        raise EvalsuiteError(f"{path} line {reader.line_num}: not valid CSV ({exc})") from None
-    if not rows:
-        raise EvalsuiteError(f"{path} has a header but no rows; run `evalsuite run` to add some")
-    return rows
-
-
-def check_leaderboard_file(path: Path, fix: str = "run `evalsuite run` first or pass --out DIR") -> None:
-    """A one-line error unless `path` is a file; `fix`: what to do when there is none. A folder in its place is
-    named as one: "no leaderboard" sent the user looking for a missing file."""
-    if path.is_dir():
-        raise EvalsuiteError(f"{path} is a folder, not the leaderboard file; move it aside (evalsuite writes the "
-                             "leaderboard CSV under that name) or pass another --out")
-    if not path.is_file():
-        raise EvalsuiteError(f"no leaderboard at {path}; {fix}")
-
-
-def _complete_lines(path: Path) -> str:
-    check_leaderboard_file(path)
-    try:
-        text = path.read_text(encoding="utf-8-sig")  # a BOM (Excel) is not part of the first column's name
-    except UnicodeDecodeError:
-        raise EvalsuiteError(f"{path} is not a text CSV; pass the --out folder of an evalsuite run") from None
-    if not text.strip():
-        raise EvalsuiteError(f"{path} is empty; run `evalsuite run` to add rows or pass another --out")
-    # An unterminated last line is a batch whose writer was killed mid-write; the next append removes it.
-    return text if text.endswith("\n") else text[: text.rfind("\n") + 1]
-
-
-def _typed_row(row: dict, path: Path, line: int) -> dict:
-    if None in row or None in row.values():
-        raise EvalsuiteError(f"{path} line {line}: wrong number of fields; the file was edited or is not one leaderboard")
-    try:
-        row["value"], row["seed"] = float(row["value"]), int(row["seed"])
-    except ValueError:
-        raise EvalsuiteError(f"{path} line {line}: value '{row['value']}' or seed '{row['seed']}' is not a number") from None
-    row["headline_metric"] = row.get("headline_metric") or V1_HEADLINE_METRIC
-    return row
 
 
 def format_table(header: list[str], body: list[list[str]]) -> str:

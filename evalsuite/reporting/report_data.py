@@ -25,9 +25,11 @@ from evalsuite.metrics.directions import higher_is_better
 from evalsuite.reporting.cell_draws import PredictionsLoader
 from evalsuite.reporting.column_statistics import add_column_statistics
 from evalsuite.reporting.leaderboard import LEADERBOARD_FILE, check_leaderboard_file, device_hours, read_rows
+from evalsuite.reporting.predictions import NoPredictions
 from evalsuite.reporting.report_beyond import beyond_rows, reliability_bins
 from evalsuite.reporting.results import RUNS_FOLDER
 from evalsuite.reporting.run_fields import read_run_fields
+from evalsuite.reporting.views import mean_rank
 from evalsuite.reporting.wide import Filters, build_wide_table
 
 RANDOM_INIT = "random-init"
@@ -152,19 +154,23 @@ def _floors(rows: list, cells: dict) -> dict:
 
 
 def _overall(table) -> list:
-    complete = [row for row in table.rows if all(task in row.cells for task in table.tasks)]
-    ranking = [(row.model, float(np.mean([row.cells[task].rank for task in table.tasks])), row.mean_rank_interval)
-               for row in complete]
+    # The mean rank of the wide table: a column without a finite mean has no ranks and counts in no mean.
+    ranking = [(row.model, mean_rank(row, table), row.mean_rank_interval) for row in table.rows
+               if row.rank_sum is not None]
     return sorted(ranking, key=lambda entry: (entry[1], entry[0]))
 
 
 def _add_reliability(report: Report, table, loader: PredictionsLoader) -> None:
-    """The first seed's reliability bins of every classification cell whose predictions are stored."""
+    """The first seed's reliability bins of every classification cell whose predictions are stored; a cell whose
+    predictions file is damaged gets a note naming it and the fix, not a silent gap in the section."""
     for row in table.rows:
         for task, cell in row.cells.items():
             try:
                 predictions = loader.cell(row.model, task, cell)
-            except EvalsuiteError:
+            except NoPredictions:  # none stored (an older run, a probe without per-item predictions): nothing to say
+                continue
+            except EvalsuiteError as exc:
+                report.notes.append(f"no reliability diagram of {row.model} × {task}: {exc}")
                 continue
             if predictions.probas:  # classification; segmentation stores confusion counts instead
                 bins = reliability_bins(predictions.labels, predictions.probas[0])

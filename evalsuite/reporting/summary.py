@@ -77,8 +77,9 @@ def _spread(results: list, split: str, name: str) -> str:
         return "-"
     if len(numbers) == 1:
         return f"{numbers[0]:.4f}"
-    # A NaN seed (an undefined metric) makes the mean NaN, as the leaderboard's cell would.
-    std = statistics.stdev(numbers) if not any(math.isnan(n) for n in numbers) else math.nan
+    # A NaN seed (an undefined metric) makes the mean NaN, as the leaderboard's cell would; statistics.stdev fails
+    # on inf as on NaN ('float' object has no attribute 'numerator'), so any non-finite seed has no spread.
+    std = statistics.stdev(numbers) if all(map(math.isfinite, numbers)) else math.nan
     return f"{statistics.fmean(numbers):.4f} ± {std:.4f}"
 
 

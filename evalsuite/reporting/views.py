@@ -9,11 +9,12 @@ docs/significance.md has the procedures."""
 
 import csv
 import io
+import math
 from pathlib import Path
 
 from evalsuite.reporting.leaderboard import format_table
 from evalsuite.reporting.markdown import escape_markdown
-from evalsuite.reporting.wide import Cell, WideTable, tasks_by_metric
+from evalsuite.reporting.wide import Cell, WideTable, ranked_tasks, tasks_by_metric
 from evalsuite.storage.fsio import fs_errors, write_atomically
 
 WIDE_FILE = "leaderboard_wide.csv"
@@ -53,8 +54,9 @@ def _cell_fields(cell: Cell | None, metric: str, clusters: tuple | None) -> list
 
 
 def mean_rank(row, table: WideTable) -> float | None:
-    """The model's mean rank over the tasks: the one figure over tasks of different metrics (None: a task missing)."""
-    return None if row.rank_sum is None else row.rank_sum / len(table.tasks)
+    """The model's mean rank over the tasks: the one figure over tasks of different metrics (None: a task missing).
+    A column without a finite mean has no ranks, so it is not counted."""
+    return None if row.rank_sum is None else row.rank_sum / len(ranked_tasks(table))
 
 
 def mean_columns(table: WideTable) -> dict:
@@ -143,4 +145,5 @@ def cell_text(cell: Cell | None) -> str:
         if cell.interval else ""
     interval = f" ({cell.rank_interval[0]:g}-{cell.rank_interval[1]:g})" if cell.rank_interval else ""
     mark = UNTESTED if cell.untested else IN_SET if cell.best_set else ""
-    return f"{cell.mean:.4f}{spread}{bounds} [{cell.probe}, {len(cell.seeds)}, #{cell.rank:g}{interval}]{mark}"
+    rank = "-" if math.isnan(cell.rank) else f"{cell.rank:g}"  # a column without a finite mean is not ranked
+    return f"{cell.mean:.4f}{spread}{bounds} [{cell.probe}, {len(cell.seeds)}, #{rank}{interval}]{mark}"

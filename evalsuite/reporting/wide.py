@@ -12,6 +12,8 @@ Built from the long CSV's rows (evalsuite.reporting.leaderboard.read_rows) in fo
    split are summarised as mean and sample std;
 4. rank models per task (1 = best, ties share the average rank) and sum the ranks: the mean rank is the figure over
    all tasks; scores are averaged only over tasks of one metric (`metric_means`: no mean of accuracy and Pearson r).
+   A seed whose value is nan (an undefined metric) makes its cell's mean nan, ranked last, with a note naming it; a
+   column without one finite mean is not ranked (nothing to rank by) and counts in no mean rank (`ranked_tasks`).
 `--metric throughput_img_s` (or forward_img_s) shows what extraction cost instead of a score: the probe is chosen
 on the task's headline metric and the cell is the mean, over the chosen runs, of the leaderboard column of that
 name (schema 5; higher is better).
@@ -27,6 +29,8 @@ from evalsuite.errors import EvalsuiteError
 from evalsuite.metrics.directions import higher_is_better
 from evalsuite.reporting.cell_intervals import with_seed_intervals
 from evalsuite.reporting.no_val import in_sample_val, probe_without_val
+from evalsuite.reporting.run_columns import run_column_scores
+from evalsuite.reporting.undefined_values import undefined_seed_notes
 
 SELECTION_SPLIT = "val"
 TIE_BREAK_METRIC = "nll"  # a proper scoring rule: it tells apart probes whose val metric saturates
@@ -87,7 +91,7 @@ def build_wide_table(rows: list[dict], split: str = "test", metric: str | None =
     chosen_on = _metric_per_task(rows, None if by_run_column else metric, source)
     _check_known(split, {r["split"] for r in rows}, "split", source)
     scores, runs = _scores(rows, chosen_on)
-    shown, notes = (_run_column_scores(rows, chosen_on, metric, source) if by_run_column else (scores, []))
+    shown, notes = (run_column_scores(rows, chosen_on, metric, source) if by_run_column else (scores, []))
     choice = _ProbeChoice(scores, _scores(rows, {task: TIE_BREAK_METRIC for task in chosen_on})[0], chosen_on, source,
                           in_sample_val(rows))
     cells = {key: _cell(choice, shown, runs, key, probes, split)
@@ -97,6 +101,7 @@ def build_wide_table(rows: list[dict], split: str = "test", metric: str | None =
     tasks = sorted(metrics)
     if not by_run_column:  # one seed: its own interval is the interval of the cell's number
         cells = with_seed_intervals(cells, rows, metrics, split)
+    notes += undefined_seed_notes(cells, shown, metrics, split)
     table_rows, weights = _ranked_rows(cells, tasks, metrics), _weights_by_model(rows)
     for table_row in table_rows:
         table_row.weights_ids = weights[table_row.model]
@@ -154,32 +159,6 @@ def _scores(rows: list[dict], metrics: dict) -> tuple[dict, dict]:
     return scores, runs
 
 
-def _run_column_scores(rows: list[dict], chosen_on: dict, column: str, source: str) -> tuple[dict, list]:
-    """Like `_scores` but the value is the run's `column` cell (the same on every row of a run); runs without one
-    (made before schema 5, or from a cache that predates throughput) are left out with a note."""
-    if not any(column in row for row in rows):
-        raise EvalsuiteError(f"{source} has no {column} column (written before leaderboard schema 5); rerun the "
-                             "models with this evalsuite to measure it, or pick another --metric")
-    shown, missing = defaultdict(dict), set()
-    for row in rows:
-        if row["metric"] != chosen_on[row["task"]]:
-            continue
-        try:
-            value = float(row.get(column) or "nan")
-        except ValueError:
-            raise EvalsuiteError(f"{source}: {column} '{row[column]}' of run {row['run_id']} is not a number") from None
-        if math.isnan(value):
-            missing.add(row["run_id"])
-        else:
-            shown[(row["model"], row["task"], row["probe"], row["split"])][row["seed"]] = value
-    if not shown:
-        raise EvalsuiteError(f"no run in {source} has a {column} value (runs made before it was measured); "
-                             "rerun the models with this evalsuite, or pick another --metric")
-    notes = [f"{len(missing)} run(s) have no {column} value (made before it was measured) and are left out"] \
-        if missing else []
-    return shown, notes
-
-
 def _probes_per_cell(scores: dict, split: str) -> dict:
     """(model, task) -> the probes with scores on `split`, sorted."""
     probes = defaultdict(set)
@@ -199,7 +178,8 @@ def _cell(choice: "_ProbeChoice", shown: dict, runs: dict, key: tuple, probes: l
         return None
     seeds = tuple(sorted(values))
     numbers = [values[s] for s in seeds]
-    std = statistics.stdev(numbers) if len(numbers) > 1 else None
+    # statistics.stdev fails on nan or inf ('float' object has no attribute 'numerator'): no spread is shown then.
+    std = statistics.stdev(numbers) if len(numbers) > 1 and all(map(math.isfinite, numbers)) else None
     run_ids = tuple(runs[(model, task, probe, split)].get(s, "") for s in seeds)
     return Cell(mean=statistics.fmean(numbers), std=std, seeds=seeds, probe=probe, run_ids=run_ids)
 
@@ -255,6 +235,8 @@ def _rank_task(by_model: dict, task: str, higher_better: bool = True) -> None:
     """Rank 1 for the best mean (highest, or lowest for an error metric); tied means share the average of their
     positions; NaN ranks last."""
     entries = {m: c for m, c in by_model.items() if task in c}
+    if not any(math.isfinite(c[task].mean) for c in entries.values()):
+        return  # no number to rank by: the ranks stay nan (column_statistics.py says why)
     key = {m: _rank_key(c[task].mean, higher_better) for m, c in entries.items()}
     ordered = sorted(entries, key=lambda m: key[m])
     position = 0
@@ -276,8 +258,15 @@ def _model_row(model: str, task_cells: dict, tasks: list, metrics: dict) -> Mode
     if len(task_cells) == len(tasks):  # a model missing a task has no figure over tasks (not comparable)
         row.metric_means = {metric: statistics.fmean(task_cells[t].mean for t in names)
                             for metric, names in tasks_by_metric(tasks, metrics).items()}
-        row.rank_sum = sum(task_cells[t].rank for t in tasks)
+        ranks = [task_cells[t].rank for t in tasks if not math.isnan(task_cells[t].rank)]
+        row.rank_sum = sum(ranks) if ranks else None
     return row
+
+
+def ranked_tasks(table: WideTable) -> list:
+    """The tasks whose columns are ranked, those the mean rank runs over (a column without a finite mean is not)."""
+    return [task for task in table.tasks
+            if any(not math.isnan(row.cells[task].rank) for row in table.rows if task in row.cells)]
 
 
 def tasks_by_metric(tasks: list, metrics: dict) -> dict:
