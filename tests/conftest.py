@@ -54,6 +54,26 @@ def run_cli(*args, cwd=None, env=None, timeout=600) -> subprocess.CompletedProce
                           capture_output=True, text=True, timeout=timeout)
 
 
+@pytest.fixture
+def cli_in_process(capsys, monkeypatch):
+    """`evalsuite ARGS` through the CLI's main() in the test's process, as a completed process: torch is imported
+    once per test process, not once per call, so a refusal costs milliseconds instead of seconds of CI time. `cwd`
+    and `env` hold for the call only."""
+    from evalsuite import cli
+
+    def call(*args, cwd=None, env=None) -> subprocess.CompletedProcess:
+        with monkeypatch.context() as patched:
+            if cwd is not None:
+                patched.chdir(cwd)
+            for name, value in (env or {}).items():
+                patched.setenv(name, value)
+            capsys.readouterr()
+            code = cli.main([str(arg) for arg in args])
+            captured = capsys.readouterr()
+        return subprocess.CompletedProcess(args, code, captured.out, captured.err)
+    return call
+
+
 def run_benchmark(name: str, *args, tmp_path: Path, timeout: int = 300) -> subprocess.CompletedProcess:
     """`python benchmarks/NAME ARGS` in tmp_path (its temporary files go there too)."""
     env = {**os.environ, "PYTHONUNBUFFERED": "1", "TQDM_DISABLE": "1", "TMPDIR": str(tmp_path)}

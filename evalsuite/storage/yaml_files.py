@@ -7,6 +7,12 @@ overridden, which is what merges are for.
 
 YAML 1.1 (PyYAML) also reads `12:00:00` unquoted as the base-60 integer 43200: a sweep's `slurm.time` became
 43200 minutes, 30 days. YAML 1.2 dropped base 60, and so does this loader: such a value stays text.
+
+An alias (`*name`) repeats an anchored value (`&name`) without copying it, so ten lines of aliases of aliases can
+stand for 10^9 values: PyYAML builds them as shared objects, but a card's hash (json.dumps) writes every one out and
+ate the host's memory (MemoryError). The shipped cards and recipes use no aliases and sweep files a few merges, so
+aliases may add at most ALIAS_NODES_MAX nodes to a document once expanded, counted on the composed node graph before
+anything is built; an alias inside its own anchor (a value that contains itself) is refused too.
 tests/storage/test_yaml_files.py checks that nothing in evalsuite/ calls yaml.safe_load itself.
 """
 
@@ -19,6 +25,12 @@ from evalsuite.errors import EvalsuiteError
 _MERGE_TAG = "tag:yaml.org,2002:merge"
 _NUMBER_TAGS = ("tag:yaml.org,2002:int", "tag:yaml.org,2002:float")
 _TEXT_TAG = "tag:yaml.org,2002:str"
+ALIAS_NODES_MAX = 10_000  # values aliases may add: a merge of a few defaults into each of many runs stays far below
+_EXPANDED_CAP = 10**15
+
+
+class AliasExpansionError(Exception):
+    pass
 
 
 class DuplicateKeyError(Exception):
@@ -34,6 +46,10 @@ class UniqueKeyLoader(yaml.SafeLoader):
         if tag in _NUMBER_TAGS and ":" in value:  # only base 60 puts a ':' in a YAML 1.1 number
             return _TEXT_TAG
         return tag
+
+    def construct_document(self, node):
+        _check_alias_expansion(node)
+        return super().construct_document(node)
 
     def construct_mapping(self, node, deep=False):
         if isinstance(node, yaml.MappingNode):
@@ -56,6 +72,38 @@ class UniqueKeyLoader(yaml.SafeLoader):
             first_line_of[key] = line
 
 
+def _check_alias_expansion(root: yaml.Node) -> None:
+    """Refuse a document whose aliases expand it by more than ALIAS_NODES_MAX nodes, or that contains itself.
+
+    Each distinct node's expanded size is counted once (depth first, without recursion: a deep document must not
+    overflow the stack here), so the check costs one visit per node written, however large the expansion."""
+    expanded, open_nodes = {}, set()  # id(node) -> its expanded size; the nodes whose children are being counted
+    stack = [(root, False)]
+    while stack:
+        node, counted = stack.pop()
+        key = id(node)
+        if counted:
+            open_nodes.discard(key)
+            # capped far above any file's own node count: a bomb's true size can have hundreds of digits
+            expanded[key] = min(1 + sum(expanded[id(child)] for child in _children(node)), _EXPANDED_CAP)
+        elif key in open_nodes:
+            raise AliasExpansionError("an alias (*name) sits inside its own anchor (&name), a value that contains "
+                                      "itself")
+        elif key not in expanded:
+            open_nodes.add(key)
+            stack.append((node, True))
+            stack.extend((child, False) for child in _children(node))
+    if expanded[id(root)] - len(expanded) > ALIAS_NODES_MAX:
+        raise AliasExpansionError(f"its aliases (*name) expand it by more than {ALIAS_NODES_MAX} values (the "
+                                  "shape of a YAML alias bomb)")
+
+
+def _children(node: yaml.Node) -> list:
+    if isinstance(node, yaml.MappingNode):
+        return [child for pair in node.value for child in pair]
+    return node.value if isinstance(node, yaml.SequenceNode) else []
+
+
 def parse_yaml(data, path: Path, kind: str):
     """The YAML document in `data` (text or bytes read from `path`); `kind` ("sweep file", "task card") words the
     one-line errors, which name `path`."""
@@ -63,6 +111,10 @@ def parse_yaml(data, path: Path, kind: str):
         return yaml.load(data, Loader=UniqueKeyLoader)  # UniqueKeyLoader is a SafeLoader: no arbitrary objects
     except DuplicateKeyError as exc:
         raise EvalsuiteError(f"{kind} {path}: {exc}; keep one (YAML would silently keep only the last)") from None
+    except AliasExpansionError as exc:
+        raise EvalsuiteError(f"{kind} {path}: {exc}; write the values out, or alias fewer of them") from None
+    except RecursionError:  # PyYAML composes and builds nested values recursively
+        raise EvalsuiteError(f"{kind} {path}: values nested too deeply to read; flatten them") from None
     except yaml.YAMLError as exc:
         raise EvalsuiteError(f"{kind} {path}: not valid YAML ({str(exc).splitlines()[0]})") from None
     except ValueError as exc:  # a value YAML types but Python cannot hold: a 5000-digit integer, 2001-13-45

@@ -29,6 +29,7 @@ from evalsuite.readers.base import Reader
 from evalsuite.readers.batch_decoding import BatchDecoding
 from evalsuite.readers.files import check_classes
 from evalsuite.readers.item_identity import relative_name, tile_name
+from evalsuite.readers.reader_args import checked_fraction, checked_seed
 from evalsuite.readers.splits import carve_val_units
 
 PAD_PIXEL = 255
@@ -55,8 +56,8 @@ def check_tiling(card, tile_px, stride_px, val_fraction: float | None = None) ->
     for name, value in (("tile_size_px", tile_px), ("stride_px", stride_px)):
         if not isinstance(value, int) or isinstance(value, bool) or value < 1:
             raise EvalsuiteError(f"task card {card.path}: reader.args.{name} must be a positive integer, got {value!r}")
-    if val_fraction is not None and not 0 < val_fraction < 1:
-        raise EvalsuiteError(f"task card {card.path}: reader.args.val_fraction must be between 0 and 1")
+    if val_fraction is not None:
+        checked_fraction(card, "val_fraction", val_fraction)
 
 
 def check_grid_card(card, classes: list, task: str, what: str, tile_px, stride_px, val_fraction) -> None:
@@ -138,6 +139,7 @@ class GridTilingReader(SegmentationReader):
         tile_size_px = self.TILE_PX if tile_size_px is None else tile_size_px
         stride_px = self.STRIDE_PX if stride_px is None else stride_px
         check_grid_card(card, self.CLASSES, self.TASK, self.CLASS_MAP, tile_size_px, stride_px, val_fraction)
+        checked_seed(card, "val_seed", val_seed)
         super().__init__(card, tile_size_px)
         images = self.scan(Path(data_root), check_counts)
         val_units = carve_val_units([image.unit for image in images if not image.test], val_fraction, val_seed)

@@ -19,6 +19,7 @@ import csv
 import numpy as np
 
 from evalsuite.errors import EvalsuiteError
+from evalsuite.readers.reader_args import checked_seed
 from evalsuite.readers.slides.base import SlideReader
 from evalsuite.readers.slides.slide_manifest import SlideRecord
 
@@ -29,7 +30,8 @@ class PandaReader(SlideReader):
     def __init__(self, card, data_root, check_counts: bool = True, labels_csv: str = "train.csv",
                  ratios: tuple = (0.7, 0.15, 0.15), seed: int = 42):
         super().__init__(card, data_root, check_counts)
-        self.labels_csv, self.ratios, self.seed = self.data_root / labels_csv, _checked_ratios(card, ratios), int(seed)
+        self.labels_csv, self.ratios = self.data_root / labels_csv, _checked_ratios(card, ratios)
+        self.seed = checked_seed(card, "seed", seed)  # int(.inf) was an internal OverflowError
 
     def records(self) -> list[SlideRecord]:
         rows = self._rows()

@@ -148,10 +148,12 @@ def _check_one_row_per_file(parsed: list[dict], path: Path) -> None:
                          "under two ids is scored twice or leaks between splits: list each slide file once")
 
 
-def assign_splits(parsed: list[dict], folds: int, test_fold: int, val_fraction: float, seed: int) -> list[SlideRecord]:
-    """Records with a split each: the manifest's, else patient folds; val carved from train when empty."""
+def assign_splits(parsed: list[dict], folds: int, test_fold: int, val_fraction: float, seed: int,
+                  source: str = "the manifest") -> list[SlideRecord]:
+    """Records with a split each: the manifest's, else patient folds; val carved from train when empty. The reader
+    checks the arguments (readers/reader_args.py); `source` names the card and manifest in an error."""
     if any(p["split"] is None for p in parsed):
-        _deal_patient_folds(parsed, folds, test_fold, seed)
+        _deal_patient_folds(parsed, folds, test_fold, seed, source)
     if not any(p["split"] == "val" for p in parsed):
         train = [p for p in parsed if p["split"] == "train"]
         strata = np.array([int(p["target"][-1]) if len(p["target"]) == 2 else p["target"][0] for p in train])
@@ -161,10 +163,16 @@ def assign_splits(parsed: list[dict], folds: int, test_fold: int, val_fraction: 
     return [SlideRecord(**p) for p in parsed]
 
 
-def _deal_patient_folds(parsed: list[dict], folds: int, test_fold: int, seed: int) -> None:
+def _deal_patient_folds(parsed: list[dict], folds: int, test_fold: int, seed: int, source: str) -> None:
     if not 0 <= test_fold < folds:
-        raise EvalsuiteError(f"reader.args test_fold {test_fold} must be in 0..{folds - 1} (folds: {folds})")
+        raise EvalsuiteError(f"{source}: reader.args test_fold {test_fold} must be in 0..{folds - 1} (folds: {folds})")
     patients = np.array(sorted({p["patient"] for p in parsed}))
+    # A fold without a patient is empty, and test_fold could be one. One patient fits no folds at all: the reader's
+    # check of its splits says so in its own terms (slides/scorable.py, tile_csv's empty split).
+    if len(patients) > 1 and folds > len(patients):
+        raise EvalsuiteError(f"{source}: reader.args.folds is {folds} but the manifest lists {len(patients)} "
+                             f"patients, and each fold needs one: use at most {len(patients)} folds, or give the "
+                             "manifest a split column")
     fold_of = dict(zip(np.random.default_rng(seed).permutation(patients).tolist(),
                        np.arange(len(patients)) % folds))
     for record in parsed:

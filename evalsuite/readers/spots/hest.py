@@ -20,6 +20,7 @@ from PIL import Image
 
 from evalsuite.errors import EvalsuiteError
 from evalsuite.readers.base import Reader, TargetImages
+from evalsuite.readers.reader_args import checked_integer
 from evalsuite.readers.spots.hest_files import (
     PatchFile,
     fold_files,
@@ -29,6 +30,7 @@ from evalsuite.readers.spots.hest_files import (
     read_split_csv,
 )
 from evalsuite.readers.spots.hest_folds import check_folds_disjoint, check_one_sample_per_file
+from evalsuite.readers.spots.hest_identity import check_one_section_per_sample
 from evalsuite.readers.spots.hest_patients import few_cluster_note, sample_patients
 
 LAYOUT = ("one HEST-Benchmark task folder as distributed (bench_data/<TASK>): splits/train_<k>.csv and test_<k>.csv, "
@@ -57,6 +59,10 @@ class HestReader(Reader):
         if not isinstance(card.targets, str):
             raise EvalsuiteError(f"task card {card.path}: a hest card's 'targets' names the task's gene list file, "
                                  "e.g. targets: var_50genes.json")
+        for name, count in (("folds", folds), ("samples", samples)):  # the counts _check_counts compares
+            if count is not None:
+                checked_integer(card, name, count, 1, why=" (HEST-Benchmark's count of the task, checked against "
+                                                          "splits/)")
         self.target_names = read_gene_list(self.task_dir / card.targets)
         fold_paths = fold_files(self.task_dir)
         self.fold_rows = [(read_split_csv(train, self.task_dir), read_split_csv(test, self.task_dir))
@@ -64,12 +70,14 @@ class HestReader(Reader):
         if check_counts:
             self._check_counts(folds, samples)
         # Spots of one section are correlated, and so are sections of one patient: the patient is the unit where known.
-        self.patient_of = sample_patients(self.fold_rows, patients, card.path)
+        self.patient_of = sample_patients(self.fold_rows, patients, card.path, fold_paths)
         check_one_sample_per_file(self.fold_rows, fold_paths)  # nothing leaks from a fold's train into its test
         check_folds_disjoint(self.fold_rows, fold_paths, self.patient_of)
+        self._targets, self._patches = {}, {}
+        # Opens every patch file (its barcodes are read once, here): a re-saved copy has other bytes, the same spots.
+        check_one_section_per_sample(self.fold_rows, fold_paths, self._patch)
         self.interval_unit = "sample" if self.patient_of is None else "patient"
         self.cv_folds, self.fold = len(self.fold_rows), 0  # the runner runs each fold (`use_fold`)
-        self._targets, self._patches = {}, {}
 
     def use_fold(self, fold: int) -> None:
         if not 0 <= fold < self.cv_folds:

@@ -42,7 +42,7 @@ def _check_patients(train: list, test: list, patient_of: dict, train_path: Path,
 def check_one_sample_per_file(fold_rows: list, fold_paths: list) -> None:
     """Each sample id names one patch and one expression file in every split file, and no file is named by two ids."""
     first = {}  # sample id -> (its first row, the split file listing it)
-    for row, path in _listed(fold_rows, fold_paths):
+    for row, path in listed_rows(fold_rows, fold_paths):
         seen, seen_in = first.setdefault(row.sample_id, (row, path))
         for column, kind in FILE_KINDS.items():
             if getattr(seen, column).resolve() != getattr(row, column).resolve():
@@ -59,7 +59,7 @@ def check_one_sample_per_file(fold_rows: list, fold_paths: list) -> None:
                                  "ids is scored twice or leaks between train and test: list each sample once")
 
 
-def _listed(fold_rows: list, fold_paths: list):
+def listed_rows(fold_rows: list, fold_paths: list):
     """(row, the split file listing it) for every row of every split file, fold by fold."""
     for (train, test), (train_path, test_path) in zip(fold_rows, fold_paths):
         yield from ((row, train_path) for row in train)

@@ -11,6 +11,7 @@ hyper-parameters.
 from pathlib import Path
 
 from evalsuite.readers.files import check_classes, check_count, class_folder_samples
+from evalsuite.readers.reader_args import checked_fraction, checked_seed
 from evalsuite.readers.splits import carve_val
 from evalsuite.readers.tiles.base import FileListReader
 
@@ -26,6 +27,8 @@ class CrcReader(FileListReader):
                  val_seed: int = 0, preprocess: str = "resize", crop_px: int | None = None):
         super().__init__(card, preprocess, crop_px, data_root)
         check_classes(card, CLASSES, TASK, "class folders")
+        val_fraction = checked_fraction(card, "val_fraction", val_fraction)  # before the files are listed
+        val_seed = checked_seed(card, "val_seed", val_seed)
         found = {}
         for folder in (TRAIN_DIR, TEST_DIR):
             found[folder] = class_folder_samples(Path(data_root) / folder, card, ".tif", TASK, LAYOUT)

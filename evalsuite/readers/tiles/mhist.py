@@ -14,6 +14,7 @@ import numpy as np
 
 from evalsuite.errors import EvalsuiteError
 from evalsuite.readers.files import check_classes, check_count, require_file
+from evalsuite.readers.reader_args import checked_fraction, checked_seed
 from evalsuite.readers.splits import carve_val
 from evalsuite.readers.tiles.base import FileListReader
 
@@ -43,6 +44,8 @@ class MhistReader(FileListReader):
                  val_seed: int = 0, preprocess: str = "resize", crop_px: int | None = None):
         super().__init__(card, preprocess, crop_px, data_root)
         check_classes(card, CLASSES, TASK, "labels")
+        val_fraction = checked_fraction(card, "val_fraction", val_fraction)  # before the files are listed
+        val_seed = checked_seed(card, "val_seed", val_seed)
         root = Path(data_root)
         rows = read_annotations(require_file(root / CSV_NAME, TASK, LAYOUT))
         found = {partition: ([], []) for partition in OFFICIAL_COUNTS}

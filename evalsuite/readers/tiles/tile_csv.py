@@ -19,6 +19,7 @@ from pathlib import Path
 import numpy as np
 
 from evalsuite.errors import EvalsuiteError
+from evalsuite.readers.reader_args import checked_fold_args
 from evalsuite.readers.slides.slide_manifest import assign_splits, check_patients_in_one_split
 from evalsuite.readers.tiles.base import FileListReader
 
@@ -31,6 +32,7 @@ class TileCsvReader(FileListReader):
                  crop_px: int | None = None, caption_column: str | None = None):
         # check_counts: a user cohort has no official split sizes; accepted for a uniform interface.
         super().__init__(card, preprocess, crop_px, data_root)
+        split_args = checked_fold_args(card, folds, test_fold, val_fraction, seed)  # before the manifest is read
         self.manifest_path = Path(data_root) / manifest
         # A listed tile is left out by deleting its row; --no-count-check does nothing here (no official counts).
         self.unreadable_remedy = f"replace the file, or delete its row from {self.manifest_path}"
@@ -40,7 +42,7 @@ class TileCsvReader(FileListReader):
                                  f"{card.path} names in 'group'; add the column or fix the card")
         self.caption_column = _caption_column(caption_column, columns, self.manifest_path, card)
         parsed = self._parse(rows, "split" in columns)
-        records = assign_splits(parsed, int(folds), int(test_fold), val_fraction, seed)
+        records = assign_splits(parsed, *split_args, source=f"task card {card.path} ({self.manifest_path})")
         self._check_patients(records)
         self._fill(records, rows, "patient" in columns)
 
