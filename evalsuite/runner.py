@@ -19,7 +19,7 @@ from evalsuite.metrics.seed_mean import TEST_DRAWS, seed_mean_intervals
 from evalsuite.models.backbones import build_backbone
 from evalsuite.probes._validate import check_regression_splits, check_two_classes_per_split, regression_target_names
 from evalsuite.probes.fit_and_score import group_robustness_result, run_probe
-from evalsuite.probes.recipes import checked_recipes
+from evalsuite.probes.recipes import checked_recipes, run_recipes
 from evalsuite.probes.retrieval_texts import with_retrieval_texts
 from evalsuite.readers import build_reader
 from evalsuite.reporting.beside_run import written_beside_run
@@ -34,10 +34,10 @@ from evalsuite.tasks.cards import load_card
 from evalsuite.tasks.kinds import KINDS
 
 
-def build_task_and_backbone(config: RunConfig, builds=None):
+def build_task_and_backbone(config: RunConfig, builds=None, card=None):
     """(card, reader, backbone) for a config: the setup `run` and `budget` share. `builds` (a sweep's
-    `models.backbones.ReusedBuilds`) hands back the model it built for the previous cell."""
-    card = load_card(config.task)
+    `models.backbones.ReusedBuilds`) hands back the model it built for the previous cell; `card`: already loaded."""
+    card = card or load_card(config.task)
     reader = build_reader(card, config.data_root, config.check_counts)
     backbone = build_backbone(config.model, config.weights, config.random_init, config.pooling, card.pooling,
                               builds=builds)
@@ -60,8 +60,10 @@ def _run(config: RunConfig, dist, device, builds=None) -> dict | None:
     check_out_folder(config.out_dir)
     check_appendable(Path(config.out_dir) / LEADERBOARD_FILE)
     use_threads(config.threads)
-    card, reader, backbone = build_task_and_backbone(config, builds)
-    recipes = checked_recipes(config, card, split_aliases(reader), backbone, device)
+    card = load_card(config.task)
+    recipes = run_recipes(config, card)  # a wrong recipe param is refused before the data is read, the model built
+    card, reader, backbone = build_task_and_backbone(config, builds, card)
+    recipes = checked_recipes(recipes, card, split_aliases(reader), backbone, config.out_dir, device)
     recipes = with_retrieval_texts(recipes, card, reader, backbone, config.out_dir, device)  # captions: the reader's
     test_sites = _test_sites(card, reader)  # a card's `group` column must exist before hours of extraction
     folds = getattr(reader, "cv_folds", None)  # cross-validated tasks (HEST) run fold by fold, each checked first

@@ -7,6 +7,7 @@ from evalsuite.config import DEFAULT_MODEL, DEFAULT_OUT, RunConfig
 from evalsuite.errors import EvalsuiteError
 from evalsuite.models.pooling import check_token_rule
 from evalsuite.runtime.precision import PRECISIONS
+from evalsuite.storage.names import check_weights_label
 from evalsuite.tasks.resources import cards_dir, find_yaml, recipes_dir
 
 HUB_NAME = re.compile(r"hf-hub:[^/\s]+/[^/\s]+")
@@ -73,6 +74,8 @@ def check_names(args, probes: list) -> None:
     if args.model.startswith("hf-hub:") and (args.weights or args.random_init):
         raise EvalsuiteError(f"'{args.model}' is resolved on the hub; with --weights or --random-init pass its timm "
                              f"architecture name instead")
+    if args.weights and getattr(args, "label", None) is None:  # the label is a cell of every table
+        check_weights_label(args.model, args.weights, label_flag=hasattr(args, "label"))
 
 
 def run_config(args, **extra):

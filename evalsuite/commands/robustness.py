@@ -3,6 +3,7 @@
 from pathlib import Path
 
 from evalsuite.commands._common import add_task_model_args, run_config
+from evalsuite.config import MAX_SEED
 from evalsuite.errors import EvalsuiteError
 from evalsuite.robustness import DEFAULT_TRANSFORMS, TRANSFORM_NAMES, check_task_kind, parse_transforms
 
@@ -16,14 +17,15 @@ def add_parser(commands, common) -> None:
                             help=f"comma-separated transformations out of {', '.join(TRANSFORM_NAMES)}, or all "
                                  f"(default: all = {','.join(DEFAULT_TRANSFORMS)})")
     robustness.add_argument("--seed", type=int, default=0,
-                            help="seed of the linear probe and of the transformations' random parameters (default 0)")
+                            help="seed of the linear probe and of the transformations' random parameters, 0 to "
+                                 f"{MAX_SEED} (default 0)")
     robustness.set_defaults(handler=main)
 
 
 def main(args) -> None:
     transforms = parse_transforms(args.transforms)  # checked before the heavy imports, like every flag
-    if args.seed < 0:
-        raise EvalsuiteError(f"--seed must be a non-negative integer, got {args.seed}")
+    if not 0 <= args.seed <= MAX_SEED:  # run's bound: numpy and torch seeds are 32-bit
+        raise EvalsuiteError(f"--seed must be a non-negative integer up to {MAX_SEED}, got {args.seed}")
     config = run_config(args, probes=["linear"], seeds=[args.seed])
     from evalsuite.tasks.cards import load_card
 

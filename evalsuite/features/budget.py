@@ -7,9 +7,9 @@ the smallest of --mem, the Slurm allocation, the cgroup limit and MemAvailable, 
 margin of 10 % (at least 256 MiB) for the interpreter, CUDA context and allocator slack.
 
 - `ram`: everything, all splits' caches included, fits under the limit;
-- `memmap`: it does not, but the working sets without the caches do and the disk holding the
-  cache has room for the splits still to extract;
-- `refuse`: not even that. `evalsuite budget` exits with EXIT_REFUSE so job scripts can gate.
+- `memmap`: it does not, but the working sets without the caches do;
+- `refuse`: not even that, or the disk holding the cache has no room for the splits still to extract (a RAM
+  cache is written there too). `evalsuite budget` exits with EXIT_REFUSE so job scripts can gate.
 """
 
 import math
@@ -140,14 +140,15 @@ def _decide(plan: Plan, requested: str) -> tuple[str, str]:
     if requested == "ram" and not fits_ram:
         return "refuse", (f"--cache ram needs {human_bytes(plan.ram_needed_bytes)} "
                           f"({plan.ram_needed_bytes} bytes) but {usable}; use --cache auto or memmap")
+    if not fits_disk:  # a RAM cache is written to disk too (and read back from it): without room, extraction fails
+        return "refuse", (f"the caches need {human_bytes(plan.disk_needed_bytes)} ({plan.disk_needed_bytes} bytes) on "
+                          f"disk but --out's cache folder {plan.cache_dir} has {human_bytes(plan.disk_free_bytes)} "
+                          f"({plan.disk_free_bytes} bytes) free; free space there or pass --out on a disk with room")
     if requested in ("ram", "auto") and fits_ram:
         return "ram", f"caches and working sets need {human_bytes(plan.ram_needed_bytes)}, within {usable}"
     if not fits_memmap:
         return "refuse", (f"even with memory-mapped caches the working set needs "
                           f"{human_bytes(plan.memmap_needed_bytes)} but {usable}; lower --batch-size or ask for more memory")
-    if not fits_disk:
-        return "refuse", (f"the caches need {human_bytes(plan.disk_needed_bytes)} on disk but {plan.cache_dir} has "
-                          f"{human_bytes(plan.disk_free_bytes)} free; free space or pass --out on a larger disk")
     why = "requested" if requested == "memmap" else f"RAM would need {human_bytes(plan.ram_needed_bytes)} > {usable}"
     return "memmap", f"memory-mapped caches ({why}); working set {human_bytes(plan.memmap_needed_bytes)}"
 

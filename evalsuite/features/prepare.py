@@ -272,7 +272,7 @@ def prepare_features(config, card, reader, backbone, device, dist=Dist()) -> Pre
     prepared = plan_splits(config, card, reader, backbone, device)
     prepared.plan = dist.broadcast(prepared.plan)
     if prepared.plan.decision == "refuse":
-        raise BudgetRefused(f"RAM budget: {prepared.plan.reason}")
+        raise BudgetRefused(f"budget: {prepared.plan.reason}")  # RAM or disk: the plan says which
     stages.say(stages.features_line(prepared.plan))
     job = ExtractionJob(config, card, backbone, device, dist, prepared.cache, used_precision(config, backbone, device),
                         feature_fn(backbone, card), prepared.chunk_rows)

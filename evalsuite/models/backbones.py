@@ -36,6 +36,7 @@ from evalsuite.models.pooling import (
 from evalsuite.models.registry import MODELS, ModelSpec
 from evalsuite.models.vlm import build_vlm
 from evalsuite.models.vlm_registry import VLMS
+from evalsuite.storage.names import weights_label
 
 RANDOM_INIT_SEED = 0
 
@@ -231,7 +232,7 @@ def _label(name: str, weights: str | None, random_init: bool) -> str:
     if random_init:
         return f"{name}+random-init"
     if weights:
-        return f"{name}+{Path(weights).stem}"
+        return weights_label(name, weights)
     return name
 
 

@@ -104,39 +104,69 @@ class Conch(nn.Module):
 class ConchTokenizer(TokenizerFile):
     """CONCH's tokenizer: prompts -> [prompts, 128] ids (127 padded/truncated ids + one placeholder pad)."""
 
-    def __init__(self, spec_tokenizer: str):
+    max_prompt_tokens = TEXT_TOKENS  # ids a prompt may have before it is cut; the tower appends the 128th itself
+
+    def __init__(self, spec_tokenizer: str, vocab_size: int | None = None):
         super().__init__(spec_tokenizer, TOKENIZER_NAME, "conch", "open_clip_custom/tokenizers", env=TOKENIZER_ENV)
+        self.vocab_size = vocab_size or _VOCAB  # rows of the text tower's token embedding: every id must be below
 
     def read(self, path: Path | None):
-        return read_tokenizer(path)
+        return read_tokenizer(path, self.vocab_size)
 
     def __call__(self, texts: list[str]) -> torch.Tensor:
         ids = self.loaded()(list(texts), max_length=TEXT_TOKENS, add_special_tokens=True, truncation=True,
                             padding="max_length", return_token_type_ids=False, return_tensors="pt")["input_ids"]
         return nn.functional.pad(ids, (0, 1), value=PAD_ID)
 
+    def prompt_token_ids(self, texts: list[str]) -> list[list[int]]:
+        """Each prompt's ids, start and end included, neither padded nor cut (models/vlm.py, TextTower)."""
+        return self.loaded()(list(texts), add_special_tokens=True, truncation=False, verbose=False)["input_ids"]
 
-def read_tokenizer(path: Path | None):
-    """transformers' PreTrainedTokenizerFast from CONCH's tokenizer file, with CONCH's special tokens."""
+
+def read_tokenizer(path: Path | None, vocab_size: int | None = None):
+    """transformers' PreTrainedTokenizerFast from CONCH's tokenizer file, with CONCH's special tokens, after checking
+    the file itself (transformers adds special tokens a file lacks, so its vocabulary always has them)."""
     if path is None:
         raise EvalsuiteError(
             f"model 'conch' needs CONCH's tokenizer file {TOKENIZER_NAME} (not downloaded, also with --random-init): "
             f"get it from {TOKENIZER_URL} and put it next to the --weights file or set {TOKENIZER_ENV}=PATH "
             "(or install MahmoodLab's conch package); docs/zeroshot.md")
     try:
+        from tokenizers import Tokenizer
         from transformers import PreTrainedTokenizerFast
     except ImportError:
         raise EvalsuiteError("CONCH's tokenizer needs transformers: pip install transformers") from None
     try:
-        tokenizer = PreTrainedTokenizerFast(tokenizer_file=str(path), **SPECIAL_TOKENS)
+        check_tokenizer_file(Tokenizer.from_file(str(path)), path, vocab_size or _VOCAB)
+        return PreTrainedTokenizerFast(tokenizer_file=str(path), **SPECIAL_TOKENS)
+    except EvalsuiteError:
+        raise
     except Exception as exc:  # noqa: BLE001 - any parse failure means the same: not a tokenizer file
         reason = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
         raise EvalsuiteError(f"cannot read CONCH's tokenizer {path}: {reason}") from None
-    vocab = tokenizer.get_vocab()
-    if any(token not in vocab for token in SPECIAL_TOKENS.values()) or tokenizer.pad_token_id != PAD_ID:
-        raise EvalsuiteError(f"{path} is not CONCH's tokenizer: it needs {', '.join(SPECIAL_TOKENS.values())} "
-                             f"with <pad> id {PAD_ID}; get {TOKENIZER_URL}")
-    return tokenizer
+
+
+def check_tokenizer_file(file_tokenizer, path: Path, vocab_size: int) -> None:
+    """The file's own vocabulary has CONCH's special tokens (<pad> id 0), wraps a prompt in <start_of_text> ...
+    <end_of_text> as CONCH's file does (its TemplateProcessing), and every id indexes the text tower's token
+    embedding (CONCH's file: ids 0-32006, the tower's 32007 rows); else prompts would be encoded without the end
+    token the class token is trained to follow, or fail inside the forward."""
+    vocab = file_tokenizer.get_vocab(with_added_tokens=True)
+    missing = [token for token in SPECIAL_TOKENS.values() if token not in vocab]
+    not_conch = f"{path} is not CONCH's tokenizer"
+    if missing or vocab.get(SPECIAL_TOKENS["pad_token"]) != PAD_ID:
+        found = f"it lacks {', '.join(missing)}" if missing else f"its <pad> is id {vocab['<pad>']}"
+        raise EvalsuiteError(f"{not_conch}: {found} (CONCH's has {', '.join(SPECIAL_TOKENS.values())}, <pad> id "
+                             f"{PAD_ID}); get {TOKENIZER_URL}")
+    ids = file_tokenizer.encode("a").ids
+    start, end = vocab[SPECIAL_TOKENS["bos_token"]], vocab[SPECIAL_TOKENS["eos_token"]]
+    if not ids or ids[0] != start or ids[-1] != end:
+        raise EvalsuiteError(f"{not_conch}: it does not wrap a prompt in <start_of_text> ... <end_of_text> (its "
+                             f"post_processor), as CONCH's does; get {TOKENIZER_URL}")
+    largest = max(vocab.values())
+    if largest >= vocab_size:
+        raise EvalsuiteError(f"{not_conch}: it has token ids up to {largest}, but CONCH's text tower embeds "
+                             f"{vocab_size} (ids 0-{vocab_size - 1}); get {TOKENIZER_URL}")
 
 
 def _open_clip_transformer():
@@ -149,7 +179,7 @@ def _open_clip_transformer():
 
 def create(spec, seed: int):
     """(CONCH with seeded random weights, its tokenizer), offline."""
-    tokenizer = ConchTokenizer(spec.tokenizer)
+    tokenizer = ConchTokenizer(spec.tokenizer, vocab_size=_VOCAB)
     return checkpoints.seeded(lambda: Conch(tokenizer), seed), tokenizer
 
 

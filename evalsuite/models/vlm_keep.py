@@ -75,10 +75,16 @@ class KeepTokenizer:
     def use_folder(self, folder: Path) -> None:
         self.folder, self._tokenizer = Path(folder), None
 
+    max_prompt_tokens = CONTEXT_TOKENS  # [CLS] and [SEP] included
+
     def __call__(self, texts: list[str]) -> dict:
         tokens = self._load()(list(texts), max_length=CONTEXT_TOKENS, padding="max_length", truncation=True,
                               return_tensors="pt")
         return dict(tokens)
+
+    def prompt_token_ids(self, texts: list[str]) -> list[list[int]]:
+        """Each prompt's ids, [CLS] and [SEP] included, neither padded nor cut (models/vlm.py, TextTower)."""
+        return self._load()(list(texts), truncation=False, verbose=False)["input_ids"]
 
     def _load(self):
         if self._tokenizer is None:

@@ -83,6 +83,12 @@ class MuskTokenizer(TokenizerFile):
     def read(self, path: Path | None):
         return read_tokenizer(path)
 
+    max_prompt_tokens = TEXT_TOKENS  # <s> and </s> included
+
+    def prompt_token_ids(self, texts: list[str]) -> list[list[int]]:
+        """Each prompt's ids, <s> and </s> included, neither padded nor cut (models/vlm.py, TextTower)."""
+        return [self.loaded().encode(text, verbose=False) for text in texts]
+
     def __call__(self, texts: list[str]) -> dict:
         xlmr = self.loaded()
         ids = torch.full((len(texts), TEXT_TOKENS), xlmr.pad_token_id, dtype=torch.long)

@@ -43,6 +43,14 @@ TIMM_BERT = "timm+transformers"  # KEEP: timm's ViT and transformers' BertModel 
 # Which image output the feature cache holds and the image probes (linear, kNN, ABMIL, ...) read; the probes that
 # compare images with texts (zeroshot, mizero, text_retrieval) map the cached rows into the joint space
 # (models/vlm.py, ImageToJoint). docs/zeroshot.md, "Which feature each probe reads", cites each model's instructions.
+# The two state-dict layouts of a CLIP checkpoint the open_clip entries read (models/vlm_adapters.py).
+OPEN_CLIP_LAYOUT = "open_clip"  # visual.*, transformer.*, token_embedding.weight, ...
+HF_CLIP_LAYOUT = "transformers CLIPModel"  # text_model.*, vision_model.*, text_projection.weight, ...
+# exp(logit_scale) of a trained CLIP lies in [1, 100]: its training clamps the stored log scale to [0, ln 100]
+# after every step (the CLIP paper; open_clip's `training/train.py`; KEEP's `training/path_training/
+# train_hierarchy.py` at 0ee1fb2 does the same; QuiltNet and CONCH were trained with open_clip-based code, not read
+# here). A value outside it (NaN, inf, an exp that overflows) is a broken or foreign checkpoint.
+CLAMPED_LOGIT_SCALE = 100.0
 JOINT_EMBEDDING = "joint_embedding"  # `encode_image`: the cache already holds the joint-space embedding
 BEFORE_PROJECTION = "before_projection"  # the features before a linear, bias-free image projection into the joint space
 
@@ -67,6 +75,11 @@ class VLMSpec:
     # linear probes and MIL; BEFORE_PROJECTION needs the model's `encode_image_before_projection` and
     # `image_projection` (encode_image = before_projection @ image_projection).
     probe_features: str = JOINT_EMBEDDING
+    # The largest exp(logit_scale) a checkpoint of this entry may hold (CLAMPED_LOGIT_SCALE where its training clamps
+    # it); None where that is not confirmed: then only a non-finite or overflowing scale is refused (models/vlm.py).
+    max_logit_scale: float | None = CLAMPED_LOGIT_SCALE
+    # The state-dict layouts `--weights` may have (open_clip entries; the others read their own model's names).
+    checkpoint_layouts: tuple = (OPEN_CLIP_LAYOUT,)
 
 
 _SPECS = [
@@ -81,6 +94,9 @@ _SPECS = [
         tokenizer=CLIP_BPE,
         checkpoint_layout="open_clip state dict (visual.*, transformer.*, token_embedding.weight, "
                           "positional_embedding, ln_final.*, text_projection, logit_scale)",
+        # OpenAI's weights also come as a transformers CLIPModel (openai/clip-vit-base-patch16, quick_gelu): the same
+        # model, renamed on load.
+        checkpoint_layouts=(OPEN_CLIP_LAYOUT, HF_CLIP_LAYOUT),
         sources=("https://github.com/openai/CLIP", f"{OPEN_CLIP_REPO}/blob/main/src/open_clip/pretrained.py",
                  f"{OPEN_CLIP_REPO}/blob/main/src/open_clip/model_configs/ViT-B-16.json",
                  "https://huggingface.co/timm/vit_base_patch16_clip_224.openai"),
@@ -111,6 +127,9 @@ _SPECS = [
                                      interpolation="bicubic", licence="unconfirmed", gated=None),
         context_length_tokens=77, embed_dim=512, published_logit_scale=None,
         tokenizer=CLIP_BPE,
+        # Only a transformers file: an open_clip-layout ViT-B/32 file (QuiltNet's, LAION's) is a GELU model whose
+        # tensors load key for key into this QuickGELU one and give wrong embeddings (models/vlm_adapters.py).
+        checkpoint_layouts=(HF_CLIP_LAYOUT,),
         checkpoint_layout="transformers CLIPModel state dict (pytorch_model.bin or model.safetensors of vinid/plip: "
                           "text_model.*, vision_model.*, text_projection.weight, visual_projection.weight, "
                           "logit_scale)",
@@ -207,6 +226,9 @@ _SPECS = [
         # MUSK's README (lines 97-106): `with_head=False` for linear probes and MIL, the head for zero-shot; its
         # benchmark's linear probe the same (linear_probe.py line 69). Its `ms_aug` features are not built.
         probe_features=BEFORE_PROJECTION,
+        # MUSK's training code (BEiT-3 retrieval) was not seen clamping logit_scale, and its benchmark scales by a
+        # fixed 100: only a non-finite or overflowing scale is refused.
+        max_logit_scale=None,
     ),
 ]
 

@@ -23,7 +23,7 @@ import torch.nn.functional as F
 
 from evalsuite.errors import EvalsuiteError
 from evalsuite.metrics.segmentation import IGNORE_INDEX, SEGMENTATION_METRICS, image_confusions, metrics_from_confusion
-from evalsuite.probes.base import FittedProbe
+from evalsuite.probes.base import NON_NEGATIVE, POSITIVE, FittedProbe
 from evalsuite.probes.batches import iter_float32_batches
 from evalsuite.runtime.progress import Progress
 from evalsuite.storage.npy_rows import NpyRows
@@ -77,6 +77,7 @@ class SegmentationProbe(FittedProbe):
     """Base of the segmentation heads: subclasses implement `build_head(dim) -> nn.Module`."""
 
     inputs = "tokens"
+    PARAM_RULES = {"lr": POSITIVE, "weight_decay": NON_NEGATIVE, "dice_weight": NON_NEGATIVE}
 
     def __init__(self, num_classes: int, lr: float = 1e-3, weight_decay: float = 1e-4, epochs: int = 30,
                  batch_size: int = 16, eval_batch_size: int = 32, dice_weight: float = 1.0,

@@ -16,6 +16,8 @@ Survival targets train a one-output network (the risk) on the Cox loss of each b
 Features are read one bag at a time (the sampled rows only, while training) and upcast per bag.
 """
 
+from typing import Literal
+
 import numpy as np
 import torch
 import torch.nn.functional as F
@@ -24,7 +26,7 @@ from torch import nn
 from evalsuite.errors import EvalsuiteError
 from evalsuite.metrics.classification import METRICS
 from evalsuite.metrics.survival import SURVIVAL_METRICS
-from evalsuite.probes.base import FittedProbe
+from evalsuite.probes.base import DROPOUT, NON_NEGATIVE, POSITIVE, Bound, FittedProbe
 from evalsuite.probes.batches import epoch_permutation
 from evalsuite.probes.cox import check_train_val, cox_loss
 from evalsuite.probes.linear import balanced_class_weights
@@ -120,12 +122,17 @@ def _cuda_indices(device: torch.device) -> list[int]:
 
 class ABMILProbe(FittedProbe):
     inputs = "bags"  # features.bags.SlideBags: a slide task's cache, one bag of tiles per slide
+    # mlp_dims are layer widths ([]: none); warmup_lr_factor is torch's ConstantLR factor, within [0, 1].
+    PARAM_RULES = {"mlp_dims": Bound(1, layers=True), "dropout_input": DROPOUT, "dropout_attention": DROPOUT,
+                   "dropout_mlp": DROPOUT, "lr": POSITIVE, "weight_decay": NON_NEGATIVE, "patience": NON_NEGATIVE,
+                   "warmup_lr_factor": Bound(0, 1), "warmup_epochs": NON_NEGATIVE}
 
     def __init__(self, num_classes: int, projected_dim: int | None = 128, attention_dim: int = 128,
-                 mlp_dims=(128, 64), dropout_input: float = 0.0, dropout_attention: float = 0.0,
+                 mlp_dims: list[int] = (128, 64), dropout_input: float = 0.0, dropout_attention: float = 0.0,
                  dropout_mlp: float = 0.0, lr: float = 1e-3, weight_decay: float = 0.01, epochs: int = 100,
                  patience: int | None = 20, batch_size: int = 32, survival_batch_size: int = 64,
-                 max_tiles_train: int = 1000, eval_batch_tiles: int = 16384, class_weight: str | None = None,
+                 max_tiles_train: int = 1000, eval_batch_tiles: int = 16384,
+                 class_weight: Literal["balanced"] | None = None,
                  warmup_lr_factor: float = 1 / 3, warmup_epochs: int = 5, val_loss_ties: bool = True,
                  device: torch.device | str = "cpu", seed: int = 0):
         self.num_classes = num_classes

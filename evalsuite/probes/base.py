@@ -5,9 +5,43 @@ metric; the task kind's scorer then reads the fitted probe on each split (`predi
 classification, `confusion_matrix` for segmentation). `SplitScoringProbe`: scores whole splits
 itself (few-shot draws many support sets) and reports intervals of its own unit.
 Both take (num_classes, device, seed, **recipe params) and set `selected_params_`.
+
+A recipe's params are checked against the probe's `__init__` signature before any extraction
+(probes/_validate.py, `check_recipe_params`): the annotation is the type, and `PARAM_RULES` names the range of a
+parameter where the type alone does not say it (an integer is a count, >= 1, and a list a grid of distinct values,
+unless a rule says otherwise).
 """
 
 import abc
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Bound:
+    """The values a numeric parameter (or each value of its list) takes; `layers`: a list of layer widths, whose
+    values may repeat and which may be empty (no layer), not a grid; `multiple_of`: another parameter this one must
+    be a multiple of."""
+    low: float | None = None
+    high: float | None = None
+    low_open: bool = False
+    high_open: bool = False
+    layers: bool = False
+    multiple_of: str | None = None
+
+    def excludes(self, value) -> bool:
+        return (self.low is not None and (value <= self.low if self.low_open else value < self.low)) or \
+            (self.high is not None and (value >= self.high if self.high_open else value > self.high))
+
+    def words(self) -> str:
+        low = f"{'>' if self.low_open else '>='} {self.low:g}" if self.low is not None else ""
+        high = f"{'<' if self.high_open else '<='} {self.high:g}" if self.high is not None else ""
+        return " and ".join(part for part in (low, high) if part)
+
+
+COUNT = Bound(1)  # every integer parameter's rule unless PARAM_RULES names another: epochs, batch sizes, ks, dims
+NON_NEGATIVE = Bound(0)
+POSITIVE = Bound(0, low_open=True)
+DROPOUT = Bound(0, 1, high_open=True)
 
 
 ALL_BUT_VECTORS = ("class", "mask", "survival")
@@ -17,6 +51,7 @@ class FittedProbe(abc.ABC):
     inputs = "vectors"  # what it reads: "vectors" [N, D], "tokens" [N, h, w, D] or "bags" (features.bags.SlideBags)
     targets = ALL_BUT_VECTORS  # the task kinds' `target`s it learns (tasks/kinds.py); regression probes: ("vector",)
     chooses_on_val = True  # whether val picks its hyper-parameters (refused where val is another split's items)
+    PARAM_RULES: dict = {}  # {recipe parameter: Bound} where the type alone does not say the range
     seed: int
     selected_params_: dict
 
@@ -29,6 +64,7 @@ class SplitScoringProbe(abc.ABC):
     inputs = "vectors"
     targets = ALL_BUT_VECTORS
     chooses_on_val = True
+    PARAM_RULES: dict = {}
     seed: int
     selected_params_: dict
     interval_unit: str  # what its intervals are, recorded as the run JSON's `intervals_95_unit`

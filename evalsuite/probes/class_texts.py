@@ -10,6 +10,10 @@ A tile or slide classification card may carry a `zeroshot:` block (docs/zeroshot
 
 A class's embedding is prompt ensembling as CLIP and CONCH do it: every name x template prompt is encoded,
 each embedding L2-normalised, averaged over names and templates, and the mean normalised again.
+
+The block is checked before any text or image forward: an unknown key (a typo would drop the user's prompts), a
+`class_names` key that is no class, an empty template set; then, with the model's tokenizer, a prompt longer than
+its text context and two classes with the same prompts (probes/prompt_checks.py).
 """
 
 import dataclasses
@@ -21,8 +25,9 @@ from evalsuite.features.text_cache import cached_text_embeddings
 from evalsuite.models.vlm import ImageToJoint
 from evalsuite.probes import PROBES
 from evalsuite.probes._validate import check_images_map_to_joint_space, check_text_tower
+from evalsuite.probes.prompt_checks import check_prompt_set
 from evalsuite.probes.zeroshot import ZERO_SHOT
-from evalsuite.tasks.cards import PROMPTS_FIELD
+from evalsuite.tasks.cards import PROMPT_KEYS, PROMPTS_FIELD
 
 PLACEHOLDER = "CLASSNAME"
 
@@ -32,6 +37,7 @@ class PromptSet:
     name: str
     texts: list  # every prompt, class by class, name by name, template by template
     prompt_class: np.ndarray  # the class id of each prompt
+    origins: list = dataclasses.field(default_factory=list)  # (class, name, template) of each prompt, for errors
 
 
 def prompt_sets(card, probe: str = "zeroshot") -> list[PromptSet]:
@@ -41,15 +47,44 @@ def prompt_sets(card, probe: str = "zeroshot") -> list[PromptSet]:
     if not isinstance(block, dict):
         raise EvalsuiteError(f"{where}: probe {probe} needs a `zeroshot:` block with class_names and templates "
                              "(docs/zeroshot.md)")
-    names = block.get("class_names")
-    if not isinstance(names, dict) or set(names) != set(card.classes):
-        raise EvalsuiteError(f"{where}: zeroshot.class_names must map every class ({', '.join(card.classes)}) "
-                             "to a list of names")
-    names = {c: _strings(names[c], f"{where}: zeroshot.class_names.{c}") for c in card.classes}
+    unknown = [key for key in block if key not in PROMPT_KEYS]
+    if unknown:
+        raise EvalsuiteError(f"{where}: unknown key '{PROMPTS_FIELD}.{unknown[0]}'; known: "
+                             f"{', '.join(sorted(PROMPT_KEYS))}")
+    names = _class_names(block.get("class_names"), card.classes, where)
     templates = block.get("templates")
     sets = templates if isinstance(templates, dict) else {"templates": templates}
-    return [_prompt_set(set_name, _templates(value, f"{where}: zeroshot.templates"), names, card.classes)
+    if not sets:
+        raise EvalsuiteError(f"{where}: zeroshot.templates is empty; give a list of templates or "
+                             "{set_name: [templates], ...}, each template with CLASSNAME once")
+    return [_prompt_set(str(set_name), _templates(value, f"{where}: zeroshot.templates"), names, card.classes)
             for set_name, value in sets.items()]
+
+
+def _class_names(names, classes: list, where: str) -> dict:
+    """{class: [name, ...]} for every class of the card; a key that is no class is named, not called missing."""
+    if not isinstance(names, dict):
+        raise EvalsuiteError(f"{where}: zeroshot.class_names must map every class ({', '.join(classes)}) to a list "
+                             "of names")
+    extra = [str(key) for key in names if key not in classes]
+    if extra:
+        raise EvalsuiteError(f"{where}: zeroshot.class_names has '{extra[0]}', which is not a class of the card "
+                             f"({', '.join(classes)}); fix its spelling or remove it")
+    missing = [c for c in classes if c not in names]
+    if missing:
+        raise EvalsuiteError(f"{where}: zeroshot.class_names must map every class ({', '.join(classes)}) to a list "
+                             f"of names; {', '.join(missing)} has none")
+    return {c: _strings(names[c], f"{where}: zeroshot.class_names.{c}") for c in classes}
+
+
+def checked_prompt_sets(card, backbone, probe: str = "zeroshot") -> list[PromptSet]:
+    """`prompt_sets`, each also checked with the model's tokenizer (none too long for its text context, no two
+    classes with the same prompts) before any text is encoded."""
+    sets = prompt_sets(card, probe)
+    for prompt_set in sets:
+        where = f"task card {card.path}" + (f" (template set '{prompt_set.name}')" if len(sets) > 1 else "")
+        check_prompt_set(prompt_set, card.classes, backbone, where)
+    return sets
 
 
 def _strings(value, where: str) -> list:
@@ -67,12 +102,13 @@ def _templates(value, where: str) -> list:
 
 
 def _prompt_set(name: str, templates: list, names: dict, classes: list) -> PromptSet:
-    texts, prompt_class = [], []
+    texts, prompt_class, origins = [], [], []
     for class_id, class_name in enumerate(classes):
         for label in names[class_name]:
             texts += [t.replace(PLACEHOLDER, label) for t in templates]
             prompt_class += [class_id] * len(templates)
-    return PromptSet(name, texts, np.asarray(prompt_class, dtype=np.int64))
+            origins += [(class_name, label, t) for t in templates]
+    return PromptSet(name, texts, np.asarray(prompt_class, dtype=np.int64), origins)
 
 
 def ensemble_class_embeddings(prompt_embeddings: np.ndarray, prompt_class: np.ndarray, num_classes: int) -> np.ndarray:
@@ -109,7 +145,7 @@ def with_class_texts(recipes: list, card, backbone, out_dir, device) -> list:
     check_text_tower(backbone, readers[0])
     for probe in readers:
         check_images_map_to_joint_space(PROBES[probe], probe, backbone)
-    sets = prompt_sets(card, readers[0])
+    sets = checked_prompt_sets(card, backbone, readers[0])  # every set checked before the first is encoded
     embeddings, keys = {}, {}
     for prompt_set in sets:
         rows, keys[prompt_set.name] = cached_text_embeddings(out_dir, backbone, prompt_set.texts, device)

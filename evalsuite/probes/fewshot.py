@@ -30,7 +30,8 @@ NORM_EPS = 1e-12  # torch.nn.functional.normalize's floor of a norm
 class FewShotProbe(SplitScoringProbe):
     interval_unit = INTERVAL_UNIT
 
-    def __init__(self, num_classes: int, shots=(1, 2, 4, 8, 16), support_sets: int = 100, batch_size: int = 256,
+    def __init__(self, num_classes: int, shots: list[int] = (1, 2, 4, 8, 16), support_sets: int = 100,
+                 batch_size: int = 256,
                  device: torch.device = torch.device("cpu"), seed: int = 0):
         self.num_classes = num_classes
         self.shots = [int(k) for k in shots]

@@ -18,7 +18,7 @@ VOTE_ROWS = 4096  # queries voted at a time
 
 
 class KNNProbe(FittedProbe):
-    def __init__(self, num_classes: int, k=(1, 3, 5, 10, 20, 30, 40, 50), batch_size: int = 1024,
+    def __init__(self, num_classes: int, k: int | list[int] = (1, 3, 5, 10, 20, 30, 40, 50), batch_size: int = 1024,
                  device: torch.device = torch.device("cpu"), seed: int = 0):
         self.num_classes = num_classes
         self.k_grid = sorted(int(k) for k in (k if isinstance(k, (list, tuple)) else [k]))

@@ -8,13 +8,14 @@ selection metric is kept. Optimiser: Adam with weight decay as an L2 penalty on 
 """
 
 import itertools
+from typing import Literal
 
 import numpy as np
 import torch
 
 from evalsuite.metrics.classification import METRICS
 from evalsuite.probes._validate import check_features_labels
-from evalsuite.probes.base import FittedProbe
+from evalsuite.probes.base import NON_NEGATIVE, POSITIVE, FittedProbe
 from evalsuite.probes.batches import BatchSource, iter_float32_batches
 from evalsuite.probes.linear_heads import LinearHeads
 from evalsuite.runtime.cpus import threads_for_steps
@@ -22,9 +23,12 @@ from evalsuite.runtime.progress import Progress
 
 
 class LinearProbe(FittedProbe):
-    def __init__(self, num_classes: int, lr=(1e-3,), weight_decay=(0.0,), epochs: int = 100, batch_size: int = 64,
-                 eval_batch_size: int = 1024, stream_read_rows: int | None = None,
-                 class_weight: str | None = "balanced", device: torch.device = torch.device("cpu"), seed: int = 0):
+    PARAM_RULES = {"lr": POSITIVE, "weight_decay": NON_NEGATIVE}
+
+    def __init__(self, num_classes: int, lr: float | list[float] = (1e-3,), weight_decay: float | list[float] = (0.0,),
+                 epochs: int = 100, batch_size: int = 64, eval_batch_size: int = 1024,
+                 stream_read_rows: int | None = None, class_weight: Literal["balanced"] | None = "balanced",
+                 device: torch.device = torch.device("cpu"), seed: int = 0):
         self.num_classes = num_classes
         self.grid = list(itertools.product(_as_list(lr), _as_list(weight_decay)))
         self.epochs = int(epochs)

@@ -19,12 +19,13 @@ is one row of the Cox model and one risk.
 """
 
 import itertools
+from typing import Literal
 
 import numpy as np
 import torch
 
 from evalsuite.metrics.survival import SURVIVAL_METRICS
-from evalsuite.probes.base import FittedProbe
+from evalsuite.probes.base import NON_NEGATIVE, POSITIVE, FittedProbe
 from evalsuite.probes.batches import BatchSource, iter_float32_batches
 from evalsuite.probes.cox import check_train_val, cox_loss
 from evalsuite.probes.linear import LinearProbe, _as_list
@@ -60,9 +61,12 @@ def mean_pool(bags) -> np.ndarray:
 class MeanPoolProbe(FittedProbe):
     inputs = "bags"  # features.bags.SlideBags: a slide task's cache, one bag of tiles per slide
 
-    def __init__(self, num_classes: int, lr=(1e-3,), weight_decay=(0.0,), epochs: int = 100, batch_size: int = 64,
-                 class_weight: str | None = "balanced", cox_lr=(1e-2,), cox_weight_decay=(0.0,), cox_epochs: int = 500,
-                 cox_batch_size: int | None = None, eval_batch_size: int = 1024,
+    PARAM_RULES = {"lr": POSITIVE, "weight_decay": NON_NEGATIVE, "cox_lr": POSITIVE, "cox_weight_decay": NON_NEGATIVE}
+
+    def __init__(self, num_classes: int, lr: float | list[float] = (1e-3,), weight_decay: float | list[float] = (0.0,),
+                 epochs: int = 100, batch_size: int = 64, class_weight: Literal["balanced"] | None = "balanced",
+                 cox_lr: float | list[float] = (1e-2,), cox_weight_decay: float | list[float] = (0.0,),
+                 cox_epochs: int = 500, cox_batch_size: int | None = None, eval_batch_size: int = 1024,
                  device: torch.device | str = "cpu", seed: int = 0):
         self.num_classes = num_classes
         self.linear_params = {"lr": lr, "weight_decay": weight_decay, "epochs": epochs, "batch_size": batch_size,

@@ -54,7 +54,7 @@ class MIZeroProbe(FittedProbe):
     chooses_on_val = True  # K (and the prompt set) are chosen on val
     learns_from_train = False
 
-    def __init__(self, num_classes: int, topj=DEFAULT_TOPJ, class_texts=None,
+    def __init__(self, num_classes: int, topj: int | list[int] = DEFAULT_TOPJ, class_texts=None,
                  device: torch.device | str = "cpu", seed: int = 0):
         self.class_texts = require_texts(class_texts, "mizero")
         self.num_classes = num_classes

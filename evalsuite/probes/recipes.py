@@ -5,6 +5,7 @@ from pathlib import Path
 
 from evalsuite.errors import EvalsuiteError
 from evalsuite.probes import PROBES
+from evalsuite.probes._validate import check_recipe_params
 from evalsuite.tasks.kinds import KINDS
 from evalsuite.tasks.resources import find_yaml, read_yaml_mapping, recipes_dir
 
@@ -21,6 +22,12 @@ class ProbeRecipe:
     context: dict = field(default_factory=dict, compare=False)
 
 
+# The arguments the run hands every probe itself (fit_and_score.build_probe, `context`), and what sets each: a recipe
+# setting one would pass it twice.
+SET_BY_THE_RUN = {"num_classes": "the task card's classes", "device": "--device", "seed": "--seed or --seeds",
+                  "class_texts": "the task card's zeroshot: block", "texts": "the task's captions or class texts"}
+
+
 def find_recipe(name: str) -> Path:
     return find_yaml(name, recipes_dir(), "probe recipe", "probe")
 
@@ -35,18 +42,25 @@ def load_recipe(name: str) -> ProbeRecipe:
     params = raw.get("params") or {}
     if not isinstance(params, dict):
         raise EvalsuiteError(f"probe recipe {path}: field 'params' must be a mapping")
+    # Wrong params are refused here, before any extraction, not when the probe is built after it.
+    params = check_recipe_params(raw["probe"], PROBES[raw["probe"]], params, f"probe recipe {path}", SET_BY_THE_RUN)
     return ProbeRecipe(name=raw["name"], probe=raw["probe"], params=params, path=path.resolve(),
                        sha256=sha256)
 
 
-def checked_recipes(config, card, aliases: dict, backbone, device) -> list:
-    """The run's recipes (`--probes`, else the card's), each checked against the card (and val against the
-    reader's split aliases), with the class text embeddings the zeroshot probe reads."""
+def run_recipes(config, card) -> list:
+    """The run's recipes (`--probes`, else the card's), their params and their fit to the card checked: needs only
+    the card, so it is done before the reader scans the data and the backbone is built (or downloaded)."""
+    return [check_recipe_fits(load_recipe(name), card) for name in (config.probes or card.probes)]
+
+
+def checked_recipes(recipes: list, card, aliases: dict, backbone, out_dir, device) -> list:
+    """`recipes` checked against the reader's split aliases (val), with the class text embeddings the zeroshot
+    probes read."""
     from evalsuite.probes.class_texts import with_class_texts
 
-    recipes = [check_recipe_fits(load_recipe(name), card) for name in (config.probes or card.probes)]
     check_val_choice(recipes, card, aliases)
-    return with_class_texts(recipes, card, backbone, config.out_dir, device)
+    return with_class_texts(recipes, card, backbone, out_dir, device)
 
 
 def check_recipe_fits(recipe: ProbeRecipe, card) -> ProbeRecipe:

@@ -33,7 +33,8 @@ INTERVAL_UNIT = "query"
 class RetrievalProbe(SplitScoringProbe):
     interval_unit = INTERVAL_UNIT
 
-    def __init__(self, num_classes: int, ks=(1, 3, 5, 10), batch_size: int = 256, database_batch_size: int = 4096,
+    def __init__(self, num_classes: int, ks: int | list[int] = (1, 3, 5, 10), batch_size: int = 256,
+                 database_batch_size: int = 4096,
                  device: torch.device = torch.device("cpu"), seed: int = 0):
         self.num_classes = num_classes
         self.ks = sorted({int(k) for k in (ks if isinstance(ks, (list, tuple)) else [ks])})

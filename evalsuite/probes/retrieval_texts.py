@@ -16,7 +16,8 @@ from evalsuite.features.text_cache import cached_text_embeddings
 from evalsuite.models.vlm import ImageToJoint
 from evalsuite.probes import PROBES
 from evalsuite.probes._validate import check_images_map_to_joint_space, check_text_tower
-from evalsuite.probes.class_texts import ensemble_class_embeddings, prompt_sets
+from evalsuite.probes.class_texts import checked_prompt_sets, ensemble_class_embeddings
+from evalsuite.probes.prompt_checks import check_captions_fit
 from evalsuite.probes.text_retrieval import CAPTIONS, CLASS_TEXTS, check_ks_fit, checked_ks
 from evalsuite.tasks.cards import PROMPTS_FIELD
 
@@ -48,7 +49,7 @@ def with_retrieval_texts(recipes: list, card, reader, backbone, out_dir, device)
         where = f"probe recipe {recipe.path}"
         check_ks_fit(checked_ks(recipe.params.get("ks", [1]), where), test_images, where)
     captions = reader.captions("test") if getattr(reader, "caption_column", None) else None
-    texts = (_caption_texts(captions, reader.caption_column, backbone, out_dir, device) if captions is not None
+    texts = (_caption_texts(captions, reader, backbone, out_dir, device) if captions is not None
              else _class_texts(card, backbone, out_dir, device))
     texts = dataclasses.replace(texts, image_to_joint=backbone.text.image_to_joint)
     return [dataclasses.replace(r, context={"texts": texts}) if _reads_texts(r) else r for r in recipes]
@@ -59,11 +60,21 @@ def _normalised(rows) -> np.ndarray:
     return rows / np.linalg.norm(rows, axis=1, keepdims=True)
 
 
-def _caption_texts(captions: list, column: str, backbone, out_dir, device) -> RetrievalTexts:
+def _caption_texts(captions: list, reader, backbone, out_dir, device) -> RetrievalTexts:
+    check_captions_fit(captions, _caption_places(reader, len(captions)), backbone)  # before any is encoded
     rows, key = cached_text_embeddings(out_dir, backbone, captions, device)
     return RetrievalTexts(_normalised(rows), CAPTIONS,
-                          {"texts": CAPTIONS, "caption_column": column, "captions": len(captions),
+                          {"texts": CAPTIONS, "caption_column": reader.caption_column, "captions": len(captions),
                            "text_cache_key": key})
+
+
+def _caption_places(reader, count: int) -> list:
+    """Where each test caption is, for errors: its manifest line where the reader knows it."""
+    manifest, lines = getattr(reader, "manifest_path", None), getattr(reader, "split_lines", {}).get("test")
+    column = f"'{reader.caption_column}' of "
+    if manifest is not None and lines is not None and len(lines) == count:
+        return [f"tile manifest {manifest} line {line} ({column}a test tile)" for line in lines]
+    return [f"test caption {index} ({column}the card's reader)" for index in range(count)]
 
 
 def _class_texts(card, backbone, out_dir, device) -> RetrievalTexts:
@@ -71,7 +82,7 @@ def _class_texts(card, backbone, out_dir, device) -> RetrievalTexts:
         raise EvalsuiteError(f"task card {card.path}: probe text_retrieval needs texts: a `zeroshot:` block (class "
                              "names and templates, docs/zeroshot.md) or test captions (a `caption` column in a "
                              "tile_csv manifest)")
-    first, *others = prompt_sets(card)
+    first, *others = checked_prompt_sets(card, backbone, "text_retrieval")
     rows, key = cached_text_embeddings(out_dir, backbone, first.texts, device)
     classes = ensemble_class_embeddings(rows, first.prompt_class, card.num_classes)
     return RetrievalTexts(_normalised(classes), CLASS_TEXTS,

@@ -20,7 +20,7 @@ import torch
 
 from evalsuite.errors import EvalsuiteError
 from evalsuite.metrics.regression import REGRESSION_METRICS, check_regression_targets
-from evalsuite.probes.base import FittedProbe
+from evalsuite.probes.base import POSITIVE, FittedProbe
 from evalsuite.probes.batches import all_indices, iter_float32_batches
 
 DEFAULT_ALPHAS = (1e-3, 1e-2, 1e-1, 1.0, 10.0, 100.0)
@@ -71,8 +71,9 @@ def _check_inputs(features, targets, what: str, training: bool) -> np.ndarray:
 
 class RidgeProbe(FittedProbe):
     targets = ("vector",)
+    PARAM_RULES = {"alpha": POSITIVE}
 
-    def __init__(self, num_classes: int = 0, alpha=DEFAULT_ALPHAS, batch_size: int = 4096,
+    def __init__(self, num_classes: int = 0, alpha: float | list[float] = DEFAULT_ALPHAS, batch_size: int = 4096,
                  device: torch.device = torch.device("cpu"), seed: int = 0):
         self.alphas = [float(a) for a in (alpha if isinstance(alpha, (list, tuple)) else [alpha])]
         if not self.alphas or min(self.alphas) <= 0:
@@ -107,6 +108,7 @@ class RidgeProbe(FittedProbe):
 class HestRidgeProbe(FittedProbe):
     targets = ("vector",)
     chooses_on_val = False  # HEST's alpha rule needs no val split
+    PARAM_RULES = {"alpha_numerator": POSITIVE}
 
     def __init__(self, num_classes: int = 0, components: int = 256, alpha_numerator: float = 100.0,
                  max_iter: int = 1000, batch_size: int = 4096, device: torch.device = torch.device("cpu"),

@@ -14,6 +14,7 @@ import torch
 import torch.nn.functional as F
 
 from evalsuite.probes._seg_train import SegmentationProbe
+from evalsuite.probes.base import DROPOUT, NON_NEGATIVE, Bound
 
 
 class Block(torch.nn.Module):
@@ -60,6 +61,9 @@ class MaskTransformerHead(torch.nn.Module):
 
 
 class SegMaskTransformerProbe(SegmentationProbe):
+    # torch's multi-head attention splits d_model into n_heads equal parts; n_layers 0: class tokens, no blocks.
+    PARAM_RULES = {"d_model": Bound(1, multiple_of="n_heads"), "dropout": DROPOUT, "n_layers": NON_NEGATIVE}
+
     def __init__(self, num_classes: int, d_model: int = 256, n_layers: int = 2, n_heads: int = 8, d_ff: int = 1024,
                  dropout: float = 0.0, **params):
         super().__init__(num_classes, **params)

@@ -62,7 +62,7 @@ class TextRetrievalProbe(SplitScoringProbe):
     accepts_clusters = True  # the runner passes the reader's clusters (patients) for the bootstrap
     interval_unit = "image"
 
-    def __init__(self, num_classes: int, ks=(1, 5, 10), batch_size: int = 256, texts=None,
+    def __init__(self, num_classes: int, ks: int | list[int] = (1, 5, 10), batch_size: int = 256, texts=None,
                  device: torch.device = torch.device("cpu"), seed: int = 0):
         self.texts = require_texts(texts, "text_retrieval", what="texts")
         self.num_classes = num_classes

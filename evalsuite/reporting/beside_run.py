@@ -49,8 +49,9 @@ def written_beside_run(config, record: dict, test_labels, test_clusters, probe_r
             record["predictions"] = {"file": path.name,
                                      "keys": sorted({**test_probas, **test_confusions, **test_predictions})}
         if config.plots and test_probas:
-            record["plots"] = [str(p) for p in _reliability_plots(config, record, test_labels, test_probas)]
-            written.extend(Path(p) for p in record["plots"])
+            first = len(written)
+            _reliability_plots(config, record, test_labels, test_probas, written)
+            record["plots"] = [str(path) for path in written[first:]]
         yield written
     except RowsWrittenError:
         written.keep = True  # the rows count, and the run JSON the next process moves into place names these files
@@ -66,11 +67,13 @@ def _test_item_ids(reader) -> list | None:
     return reader.item_ids("test") if reader is not None else None
 
 
-def _reliability_plots(config, record: dict, test_labels, test_probas: dict) -> list:
+def _reliability_plots(config, record: dict, test_labels, test_probas: dict, written: list) -> None:
+    """One diagram per probe and seed, each added to `written` as soon as it is on disk: a later one failing (a full
+    disk) must not leave the earlier ones behind, named by no run JSON."""
     from evalsuite.reporting.reliability import save_reliability_diagram  # matplotlib: only when asked
 
     folder = Path(config.out_dir) / RUNS_FOLDER
-    return [save_reliability_diagram(np.asarray(test_labels), proba,
-                                     folder / f"{record['run_id']}.{key.replace('/', '.')}.reliability.png",
-                                     f"{record['task']['name']} / {record['model']['name']} / {key} (test)")
-            for key, proba in test_probas.items()]
+    for key, proba in test_probas.items():
+        written.append(save_reliability_diagram(np.asarray(test_labels), proba,
+                                                folder / f"{record['run_id']}.{key.replace('/', '.')}.reliability.png",
+                                                f"{record['task']['name']} / {record['model']['name']} / {key} (test)"))

@@ -25,6 +25,8 @@ def _value(number: float | None, digits: int = 3) -> str:
 
 
 def _rank(cell) -> str:
+    if math.isnan(cell.rank):  # a column with no finite score is not ranked
+        return "#–"
     if cell.rank_interval is None:
         return f"#{cell.rank:g}"
     low, high = cell.rank_interval
@@ -99,8 +101,8 @@ def _latex_cell(cell, best_rank) -> str:
 def latex_report(report: Report) -> str:
     """A booktabs table (needs \\usepackage{booktabs}); the rules go into the caption."""
     columns = "l" + "c" * len(report.tasks)
-    header = " & ".join(["Model", *(f"{_latex_escape(task)} ({_latex_escape(report.metrics[task])})"
-                                    for task in report.tasks)])
+    header = " & ".join(["Model", *(f"{_latex_escape(task)} ({_latex_escape(report.metrics[task])}"
+                                    f"{_latex_escape(_clusters(report, task))})" for task in report.tasks)])
     best = _best_ranks(report)
     floors = floor_models(report)
     body = [" & ".join([_latex_escape(model) + (r" \textit{(random-init floor)}" if model in floors else ""),

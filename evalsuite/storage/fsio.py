@@ -196,6 +196,7 @@ def check_out_folder(out: Path, subfolders=("cache", "runs")) -> None:
 
     Nothing is created: a run refused later for another reason leaves no empty --out behind."""
     out = Path(out)
+    _check_links_lead_somewhere(out)
     existing = out
     while not existing.exists() and existing != existing.parent:
         existing = existing.parent
@@ -212,6 +213,24 @@ def check_out_folder(out: Path, subfolders=("cache", "runs")) -> None:
             raise EvalsuiteError(f"{sub} is a file, not a folder; {_MOVE_ASIDE}")
         if sub.is_dir():
             _check_writable(sub, "write in")
+
+
+def _check_links_lead_somewhere(out: Path) -> None:
+    """A symlink in --out's path that loops or points at nothing: exists() calls both missing, and the first
+    folder created under it failed as "a file in the way" (or a loop as an internal error)."""
+    for path in (out, *out.parents):
+        if not path.is_symlink() or path.exists():
+            continue
+        where = "it" if path == out else str(path)
+        try:
+            os.stat(path)
+        except OSError as exc:
+            if exc.errno == errno.ELOOP:
+                raise EvalsuiteError(f"--out {out}: {where} is a symlink loop (-> {os.readlink(path)}, which never "
+                                     "reaches a folder); point the link at a folder or pass another --out") from None
+        target = os.path.abspath(path.parent / os.readlink(path))
+        raise EvalsuiteError(f"--out {out}: {where} is a symlink to a missing folder ({target}); create that folder "
+                             "(mkdir -p) or pass another --out")
 
 
 def check_file_destination(path: Path, flag: str) -> None:

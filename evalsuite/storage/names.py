@@ -9,12 +9,14 @@ the folder it names. Model labels may also hold '+': the labels a run gives by d
 """
 
 import re
+from pathlib import Path
 
 from evalsuite.errors import EvalsuiteError
 
 MAX_IDENTIFIER_CHARS = 100
 RULE = (f"an identifier of up to {MAX_IDENTIFIER_CHARS} letters, digits, '_', '.' or '-' that starts with a letter "
         "or digit")
+LABEL_RULE = RULE.replace("'.' or '-'", "'.', '+' or '-'")
 
 
 def identifier_problem(name: str, extra: str = "") -> str | None:
@@ -41,6 +43,22 @@ def check_identifier(name, where: str, example: str, label: bool = False) -> str
                              f"one; choose a name such as {example}")
     problem = identifier_problem(name, "+" if label else "")
     if problem:
-        rule = RULE.replace("'.' or '-'", "'.', '+' or '-'") if label else RULE
+        rule = LABEL_RULE if label else RULE
         raise EvalsuiteError(f"{where} must be {rule} (e.g. {example}), got {name!r}: {problem}")
     return name
+
+
+def weights_label(model: str, weights) -> str:
+    """The label a run gives a model with `--weights` and no --label: the model's name and the file's stem."""
+    return f"{model}+{Path(weights).stem}"
+
+
+def check_weights_label(model: str, weights, label_flag: bool = True) -> None:
+    """The label `--weights` gives must follow --label's rule: `x<newline>y.safetensors` put a line break into
+    leaderboard.csv. `label_flag`: the command has --label to name the model instead."""
+    label = weights_label(model, weights)
+    problem = identifier_problem(label, "+")
+    if problem:
+        fix = f"pass --label (e.g. --label {model}+ft) or rename the file" if label_flag else "rename the file"
+        raise EvalsuiteError(f"--weights {str(weights)!r}: the model label made of its file name, {label!r}, must be "
+                             f"{LABEL_RULE}, but {problem}; {fix}")

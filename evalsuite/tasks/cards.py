@@ -16,6 +16,7 @@ from evalsuite.tasks.resources import cards_dir, find_yaml, read_yaml_mapping
 
 REQUIRED_SPLITS = ("train", "val", "test")
 PROMPTS_FIELD = "zeroshot"  # the card's zero-shot prompts (evalsuite.probes.class_texts)
+PROMPT_KEYS = ("source", "class_names", "templates")  # what a `zeroshot:` block may hold
 
 
 @dataclass(frozen=True)
@@ -89,6 +90,16 @@ def _string_list(raw: dict, path: Path, name: str) -> list:
     return values
 
 
+def _check_prompt_keys(raw: dict, path: Path) -> None:
+    """A typo in the `zeroshot:` block (`classnames_typo`) would drop the user's prompts without a word: refused on
+    every run of the card, as a sweep file's unknown keys are, not only where a text probe reads the block."""
+    block = raw.get(PROMPTS_FIELD)
+    unknown = [key for key in block if key not in PROMPT_KEYS] if isinstance(block, dict) else []
+    if unknown:
+        raise EvalsuiteError(f"task card {path}: unknown key '{PROMPTS_FIELD}.{unknown[0]}'; known: "
+                             f"{', '.join(sorted(PROMPT_KEYS))}")
+
+
 def _card_from_mapping(raw: dict, path: Path, sha256: str) -> TaskCard:
     name = _field(raw, path, "name", str)
     # The name is a cell of every table and CSV (leaderboard, wide table, heatmap): a line break or comma breaks them.
@@ -118,6 +129,7 @@ def _card_from_mapping(raw: dict, path: Path, sha256: str) -> TaskCard:
         raise EvalsuiteError(f"task card {path}: field 'selection_metric' must be one of {', '.join(allowed_metrics)} "
                              f"for a {kind} card, got '{selection_metric}'")
     _check_fields_of_other_kinds(raw, path, kind)
+    _check_prompt_keys(raw, path)
     pooling = _field(raw, path, "pooling", str, required=False)
     KINDS[kind].check_card(raw, path, classes)
     probes = _string_list(raw, path, "probes")
