@@ -102,7 +102,7 @@ def entry_point() -> None:
 
 # Commands whose work survives an interrupt, and what of it: the same command line goes on from there.
 _RESUMABLE = {"run": "finished chunks of the feature caches are kept", "robustness": "finished cache chunks are kept",
-              "sweep run": "finished cells are kept"}
+              "sweep run": "finished cells are kept", "download": "partial and finished downloads are kept"}
 
 
 def _resumed_work(args) -> str | None:
