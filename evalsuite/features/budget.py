@@ -1,10 +1,11 @@
 """The host-RAM budget planner: can this run hold its feature caches in RAM, on disk, or not at all?
 
 Planned bytes per split = samples x row elements x 2 (float16), where the row shape comes
-from one real forward pass; plus labels (8 bytes per class id, or the masks' own bytes), the
-backbone's parameters, the probe working set and the extraction working set. The limit is
-the smallest of --mem, the Slurm allocation, the cgroup limit and MemAvailable, less a safety
-margin of 10 % (at least 256 MiB) for the interpreter, CUDA context and allocator slack.
+from one real forward pass (or, without the weights, one pass on the meta device); plus labels (8 bytes per class
+id, or the masks' own bytes), the backbone's parameters, the probe working set and the extraction working set. The
+limit is --mem as given (capped only by the Slurm allocation and the cgroup limit), or without --mem the smallest of
+the Slurm allocation, the cgroup limit and MemAvailable (features/memory_limits.py), less a safety margin of 10 % (at
+least 256 MiB) for the interpreter, CUDA context and allocator slack.
 
 - `ram`: everything, all splits' caches included, fits under the limit;
 - `memmap`: it does not, but the working sets without the caches do;
@@ -71,6 +72,8 @@ class Plan:
     cache_dir: str
     reason: str = ""
     notes: list = field(default_factory=list)
+    limit_rule: str = ""  # how the limit was chosen (--mem as given, or this host's smallest)
+    set_aside: dict = field(default_factory=dict)  # {source: bytes} found here but not consulted (--mem given)
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -128,7 +131,27 @@ def make_plan(splits: list[SplitPlan], sources: dict, model_size_bytes: int, pro
                 ram_needed_bytes=ram_needed, memmap_needed_bytes=memmap_needed, disk_needed_bytes=disk_needed,
                 disk_free_bytes=disk_free, cache_dir=str(cache_dir))
     plan.decision, plan.reason = _decide(plan, requested)
+    plan.limit_rule = _rule("" if "--mem" in sources else None, {})
     return plan
+
+
+def with_limits(plan: Plan, sources: dict, set_aside: dict, mem: str | None) -> Plan:
+    """The same plan decided against other limits (`budget`'s, which plans a job that may run elsewhere)."""
+    replanned = make_plan(plan.splits, sources, plan.model_bytes, plan.probe_working_bytes,
+                          plan.extraction_working_bytes, Path(plan.cache_dir), plan.requested, plan.disk_free_bytes)
+    replanned.notes, replanned.set_aside = list(plan.notes), dict(set_aside)
+    replanned.limit_rule = _rule(mem, set_aside)
+    return replanned
+
+
+def _rule(mem: str | None, set_aside: dict) -> str:
+    """How the limit was chosen, for the `limits:` line; `mem` is --mem as typed ('' where only known to be given)."""
+    if mem is None:
+        return "no --mem: the smallest of this host's limits (Slurm allocation, cgroup limit, MemAvailable)"
+    given = f"--mem {mem} is the budget as given" if mem else "--mem is the budget as given"
+    if not set_aside:
+        return f"{given}; MemAvailable is consulted only without --mem"
+    return f"{given}; not consulted: {', '.join(f'{k} {human_bytes(v)}' for k, v in set_aside.items())} on this host"
 
 
 def _decide(plan: Plan, requested: str) -> tuple[str, str]:
@@ -175,5 +198,6 @@ def format_plan(plan: Plan) -> str:
               f"needed: ram {human_bytes(plan.ram_needed_bytes)}, memmap {human_bytes(plan.memmap_needed_bytes)}; "
               f"disk {human_bytes(plan.disk_needed_bytes)} of {human_bytes(plan.disk_free_bytes)} free",
               "limits: " + ", ".join(f"{k} {human_bytes(v)}" for k, v in plan.sources.items()) +
-              f"; margin {human_bytes(plan.margin_bytes)}; usable {human_bytes(plan.usable_bytes)}"]
+              f"; margin {human_bytes(plan.margin_bytes)}; usable {human_bytes(plan.usable_bytes)}"
+              + (f" ({plan.limit_rule})" if plan.limit_rule else "")]
     return "\n".join(lines + [f"note: {note}" for note in plan.notes])

@@ -1,5 +1,11 @@
 """How much host memory this process may use: --mem, the Slurm allocation, cgroups, MemAvailable.
 
+Without --mem the limit is the smallest of the Slurm allocation, the cgroup limit and MemAvailable. A --mem is the
+budget as given: MemAvailable (what is free on this host now, which other processes move) is not consulted, so a
+login node with 20 GiB free plans an 85G job as 85G. Only limits enforced on this process still cap it: the Slurm
+allocation and the cgroup limit; and `budget`, which plans a job to run elsewhere, leaves out a cgroup limit outside
+a Slurm job too (a login session's, not the job's). `set_aside` names what was not consulted, for the output.
+
 Every source is read from a root folder so tests can point it at fake /proc and /sys trees.
 A source that does not apply (no Slurm, no cgroup limit) is simply absent.
 """
@@ -91,12 +97,23 @@ def mem_available_bytes(proc_root: Path) -> tuple[str, int] | None:
 
 
 def memory_sources(mem: str | None = None, env: dict | None = None, sys_root: Path = Path("/sys"),
-                   proc_root: Path = Path("/proc")) -> dict:
-    """{source name: bytes} for every limit that applies to this process."""
+                   proc_root: Path = Path("/proc"), elsewhere: bool = False) -> dict:
+    """{source name: bytes} for every limit that applies (module docstring: which, with and without --mem)."""
+    return limit_sources(mem, env, sys_root, proc_root, elsewhere)[0]
+
+
+def limit_sources(mem: str | None = None, env: dict | None = None, sys_root: Path = Path("/sys"),
+                  proc_root: Path = Path("/proc"), elsewhere: bool = False) -> tuple[dict, dict]:
+    """({source: bytes} consulted, {source: bytes} found on this host but set aside because --mem was given)."""
     env = os.environ if env is None else env
-    found = [("--mem", parse_size_bytes(mem))] if mem else []
-    for source in (slurm_limit_bytes(env), cgroup_limit_bytes(Path(sys_root), Path(proc_root)),
-                   mem_available_bytes(Path(proc_root))):
-        if source is not None:
-            found.append(source)
-    return dict(found)
+    slurm = slurm_limit_bytes(env)
+    cgroup = cgroup_limit_bytes(Path(sys_root), Path(proc_root))
+    available = mem_available_bytes(Path(proc_root))
+    if not mem:
+        return dict(source for source in (slurm, cgroup, available) if source is not None), {}
+    in_job = slurm is not None or bool(env.get("SLURM_JOB_ID"))
+    keep_cgroup = in_job or not elsewhere
+    used = [("--mem", parse_size_bytes(mem)), slurm, cgroup if keep_cgroup else None]
+    aside = [available, None if keep_cgroup else cgroup]
+    return dict(s for s in used if s is not None), dict(s for s in aside if s is not None)
+

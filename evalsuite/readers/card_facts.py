@@ -90,4 +90,6 @@ def missing_data_message(card) -> str:
     """The one line for a card run without data: what to put under --data-root and where it is described."""
     layout, docs = LAYOUTS.get(card.reader, (None, "docs/tasks.md"))
     expected = f"; it expects {layout} under it" if layout else ""
-    return f"task '{card.name}' needs its data: pass --data-root DIR{expected} (see {docs})"
+    # The download sources live a layer above the readers (evalsuite/downloads): named here, not looked up.
+    return (f"task '{card.name}' needs its data: pass --data-root DIR{expected} (see {docs}; a public benchmark: "
+            f"`evalsuite download {card.name} --data-root DIR` fetches it, docs/download.md)")
