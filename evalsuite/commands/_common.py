@@ -42,8 +42,9 @@ def add_task_model_args(parser) -> None:
                                                     "(default: up to 4096, at most 256 MiB)")
     parser.add_argument("--precision", choices=PRECISIONS, default=None,
                         help="compute precision of the backbone (default auto: bf16 autocast on GPUs and CPUs with "
-                             "native bf16, fp16 on GPUs without it, float32 elsewhere or where the model pins it); "
-                             "features are cached as float16 whatever this is")
+                             "native bf16, fp16 on GPUs without it, float32 elsewhere or where the model pins it; "
+                             "device: the same without the model's pin); features are cached as float16 whatever "
+                             "this is")
     parser.add_argument("--no-autocast", action="store_true", help="same as --precision fp32")
     parser.add_argument("--skip-bad-slides", action="store_true",
                         help="slide tasks: leave out a slide that is missing, unreadable, without MPP or without "

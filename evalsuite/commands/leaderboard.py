@@ -29,9 +29,10 @@ def add_parser(commands, common) -> None:
 
 
 def main(args) -> None:
-    from evalsuite.reporting.commit import repair_half_commits
     from evalsuite.reporting.column_statistics import add_column_statistics
+    from evalsuite.reporting.commit import repair_half_commits
     from evalsuite.reporting.leaderboard import LEADERBOARD_FILE, read_rows
+    from evalsuite.reporting.precisions import mixed_precision_note
     from evalsuite.reporting.views import markdown_table, text_table, wide_csv_text
     from evalsuite.reporting.wide import Filters, build_wide_table
     from evalsuite.storage.fsio import check_file_destination
@@ -44,8 +45,9 @@ def main(args) -> None:
         return
     filters = Filters(tasks=_names(args.task), models=_names(args.model), probes=_names(args.probe))
     rows = read_rows(source)
-    table = build_wide_table(rows, args.split, args.metric, filters, source=str(source))
+    table = build_wide_table(rows, args.split, args.metric, filters, source=str(source), out_dir=args.out)
     table.notes += _left_out_probe_notes(rows, table, filters, args.metric)
+    table.notes += filter(None, [mixed_precision_note(table)])  # one line: which columns mix precisions
     if args.split == "test":  # predictions are stored for the test split only
         table = add_column_statistics(table, args.out)
     if args.plot:  # before the wide CSV is written: a refused --plot leaves nothing behind
@@ -113,7 +115,7 @@ def _compare(args, source: Path) -> None:
     rows = read_rows(source)
     rows = [row for name in dict.fromkeys((a, b)) for row in _side_rows(rows, name, source)]  # A A: no difference
     filters = Filters(tasks=_names(args.task), models=(a, b), probes=_names(args.probe))
-    table = build_wide_table(rows, "test", args.metric, filters, source=str(source))
+    table = build_wide_table(rows, "test", args.metric, filters, source=str(source), out_dir=args.out)
     for name in dict.fromkeys((a, b)):
         _check_side_shown(name, table, [row for row in rows if row["model"] == name], source)
     comparison = compare_models(table, args.out, a, b, source=str(source))

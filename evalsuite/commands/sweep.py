@@ -85,12 +85,14 @@ def _submit(sweep, cells, dry_run: bool, reclaim=()) -> None:
     from evalsuite.sweeps.cells import missing_runs
     from evalsuite.sweeps.limits import read_limits
     from evalsuite.sweeps.status import cell_states, unchecked_line
+    from evalsuite.sweeps.spec import precision_line
     from evalsuite.sweeps.submit import check_sbatch, check_warning_fits, memory_limit
 
     if not dry_run:
         check_sbatch()
     limits = read_limits(sweep.slurm, dry_run, say=print)  # before planning, which loads every model
     print(limits.describe())
+    print(f"note: {precision_line(sweep)}")  # what every cell computes in, before anything is submitted
     check_warning_fits(sweep, limits)
     states = {s["cell"]: s for s in cell_states(sweep, cells, reclaim)}
     busy = [c for c in cells if states[c.id].get("active") and states[c.id]["state"] != "done"]

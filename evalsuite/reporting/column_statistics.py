@@ -11,8 +11,8 @@ scores in the task's 1000 cluster-bootstrap draws (bootstrap.task_draw_seed) giv
   from the wild cluster bootstrap-t of the models' leave-one-cluster-out scores): `best_set` True for the models
   that cannot be told apart from the best at 95 %, with the family-wise error controlled including the choice of
   the best;
-- per model with every task, the interval of its mean rank over tasks: every task re-ranked in each draw (draw b of
-  every task together), the mean over tasks, percentiles.
+- per model with every ranked task (wide.ranked_tasks: two or more models), the interval of its mean rank over those
+  tasks: every such task re-ranked in each draw (draw b of every task together), the mean over tasks, percentiles.
 A column that cannot be tested (no stored predictions, other test items, fewer clusters than
 few_clusters.MIN_CLUSTERS, a metric not scored from items, no finite score) gets `untested` = why on each cell, and
 a note naming the task; never a reading of "worse". A column whose cells hold no finite mean (every value nan) is not

@@ -12,7 +12,9 @@ on the same draws adjusts for testing every task at once without a Holm multipli
 "B better" when the adjusted p is below 0.05. A task whose predictions name no clusters gets a note: its test
 treats the items as independent. A task that cannot be tested (a per-run metric, no stored predictions, other test
 items, a damaged file) is skipped with its reason, and the others are compared: a sweep of several task kinds is
-compared where it can be; with no task left, the reasons are the error. docs/significance.md has the formulas.
+compared where it can be; with no task left, the reasons are the error. The legend says what precision each
+model's backbone computed in, and compared tasks where the two ran in different precisions get one note naming
+them (reporting/precisions.py). docs/significance.md has the formulas.
 """
 
 from dataclasses import dataclass, field, replace
@@ -29,6 +31,7 @@ from evalsuite.metrics.significance import ALPHA, PairedResult, mcnemar_exact, p
 from evalsuite.reporting.cell_draws import LEAVE_OUT as _LEAVE_OUT
 from evalsuite.reporting.cell_draws import CellPredictions, PredictionsLoader, cluster_count, has_draw_form, same_items
 from evalsuite.reporting.leaderboard import format_table
+from evalsuite.reporting.precisions import mixed_precision_note
 from evalsuite.reporting.wide import RUN_COLUMN_METRICS, WideTable
 
 
@@ -52,6 +55,7 @@ class Comparison:
     tasks: list  # TaskComparison
     notes: list = field(default_factory=list)
     skipped: dict = field(default_factory=dict)  # task -> why it could not be tested
+    precisions: dict = field(default_factory=dict)  # model -> its cells' precisions on the compared tasks
 
 
 def compare_models(table: WideTable, out_dir: Path, a: str, b: str, source: str, draws: int = 1000) -> Comparison:
@@ -83,7 +87,10 @@ def compare_models(table: WideTable, out_dir: Path, a: str, b: str, source: str,
     compared = [replace(c, p_adjusted=float(p), verdict=_verdict(c.result, float(p), c.metric, a, b,
                                                                   (c.cluster_count, c.clusters.split(" ", 1)[1])))
                 for c, p in zip(compared, adjusted)]
-    return Comparison(a=a, b=b, tasks=compared, notes=notes, skipped=skipped)
+    tasks = [c.task for c in compared]
+    notes += filter(None, [mixed_precision_note(table, tasks, "--compare pairs")])
+    precisions = {name: ", ".join(sorted({rows[name].cells[t].precision for t in tasks} - {""})) for name in (a, b)}
+    return Comparison(a=a, b=b, tasks=compared, notes=notes, skipped=skipped, precisions=precisions)
 
 
 def _testable_cells(loader: PredictionsLoader, task: str, metric: str, row_a, row_b) -> tuple:
@@ -142,7 +149,8 @@ def comparison_text(comparison: Comparison) -> str:
     body = [[c.task, c.metric, c.items, c.clusters, f"{c.result.a:.4f}", f"{c.result.b:.4f}",
              f"{c.result.difference:+.4f}", f"[{c.result.low:+.4f}, {c.result.high:+.4f}]", c.result.method,
              _p(c.result.p_value), _p(c.p_adjusted), c.verdict] for c in comparison.tasks]
-    legend = [f"A = {comparison.a}, B = {comparison.b}: test split, paired on the same test items; "
+    legend = [f"A = {comparison.a}{_precision(comparison, comparison.a)}, B = {comparison.b}"
+              f"{_precision(comparison, comparison.b)}: test split, paired on the same test items; "
               "scores are means over seeds (as in the wide table)",
               f"p: this task alone, paired bootstrap ({comparison.tasks[0].result.draws if comparison.tasks else 0} "
               "draws over the clusters column, read with its t(K - 1) reference) or exact McNemar; p_adj: step-down "
@@ -151,6 +159,12 @@ def comparison_text(comparison: Comparison) -> str:
               f"tasks at {ALPHA}); the verdict reads p_adj < {ALPHA} (docs/significance.md)"]
     skipped = [f"not compared: {task}: {why}" for task, why in comparison.skipped.items()]
     return "\n".join(legend + [format_table(header, body)] + skipped)
+
+
+def _precision(comparison: Comparison, model: str) -> str:
+    """" (fp32)": what the model's backbone computed in on the compared tasks ("": not recorded, before schema 4)."""
+    found = comparison.precisions.get(model)
+    return f" ({found})" if found else ""
 
 
 def _p(value: float) -> str:

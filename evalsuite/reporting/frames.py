@@ -26,9 +26,9 @@ LONG_FLOATS = ("value", "ci_low", "ci_high", "throughput_img_s", "forward_img_s"
                "gflops_per_image", "host_load_1m")
 LONG_TIMES = ("timestamp_utc",)
 # The wide CSV's: per task `<task>` and `<task>_<field>` (views.TASK_FIELDS) and the model's fixed columns.
-WIDE_STRINGS = ("model", "split", "weights_id")
+WIDE_STRINGS = ("model", "split", "ranked_tasks", "weights_id")
 WIDE_INTEGERS = ("n_tasks",)
-TASK_STRINGS = ("probe", "metric")
+TASK_STRINGS = ("probe", "metric", "precision")
 TASK_INTEGERS = ("n_seeds", "in_best_set")  # a count and a 0/1 flag; empty where a model lacks the task
 _FIX = "pass the folder given to `evalsuite run --out` (it holds leaderboard.csv)"
 
@@ -65,7 +65,7 @@ def load_wide(out=DEFAULT_OUT, metric=None, split="test", tasks=(), models=(), p
 
     path = _leaderboard_path(out)
     filters = Filters(tasks=_names(tasks), models=_names(models), probes=_names(probes))
-    table = build_wide_table(_read_rows(path), split, metric, filters, source=str(path))
+    table = build_wide_table(_read_rows(path), split, metric, filters, source=str(path), out_dir=path.parent)
     if split == "test":  # predictions are stored for the test split only
         table = add_column_statistics(table, path.parent)
     text = pd.read_csv(io.StringIO(wide_csv_text(table)), dtype=str, keep_default_na=False)

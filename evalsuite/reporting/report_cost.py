@@ -75,7 +75,7 @@ def _scatter(report: Report) -> str:
         return ("<p>No accuracy-versus-cost plot: fewer than 2 models have every task and a FLOP count (runs made "
                 "before evalsuite counted FLOPs have none: rerun them).</p>")
     front = svg.pareto_front(points, higher_better=False)
-    tasks = len(report.tasks)
+    tasks = len(report.tasks if report.ranked_tasks is None else report.ranked_tasks)  # columns of two or more models
     y_title = f"mean rank over {tasks} task{'s' if tasks > 1 else ''} (1 = best)"
     figure = svg.scatter(points, front, "GFLOPs per image (backbone forward)", y_title, higher_better=False,
                          x_unit=" GFLOPs")

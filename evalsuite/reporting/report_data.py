@@ -6,9 +6,13 @@ The report is a view: it reads, never writes. docs/report.md states every rule u
   `leaderboard` shows: the 95 % interval of the mean (its own bootstrap draws), the rank interval, and whether it
   is in the column's 95 % model confidence set (`best_set`; None with `untested` = why, when the column could not
   be tested);
-- the floor of a column is the mean of a `--random-init` model (its weights id says `random-init`);
-- the overall ranking is the mean over tasks of each model's rank, for models with every task; its interval is the
-  95 % bootstrap interval of that mean rank (every task re-ranked in each draw), when every task has draws.
+- a model's floor is its own random-init row's mean, per task (reporting/floors.py: X+random-init, else the one
+  random-init model of X's architecture); a random-init model that is no shown model's floor is no floor;
+- the overall ranking is the mean of each model's rank over the columns with two or more models (wide.ranked_tasks:
+  a lone model's #1 ranks nothing), for models with every such column; its interval is the 95 % bootstrap interval
+  of that mean rank (every such task re-ranked in each draw), when every such task has draws;
+- each cell carries the precision its runs' backbone computed in, and a note names the columns whose models ran in
+  different precisions (reporting/precisions.py).
 - a model's cost is its backbone's FLOPs per image (the leaderboard's gflops_per_image, load-independent); the rates
   a run measured go with the device and host load they were measured under (reporting/report_cost.py).
 """
@@ -21,18 +25,17 @@ from pathlib import Path
 import numpy as np
 
 from evalsuite.errors import EvalsuiteError
-from evalsuite.metrics.directions import higher_is_better
 from evalsuite.reporting.cell_draws import PredictionsLoader
 from evalsuite.reporting.column_statistics import add_column_statistics
+from evalsuite.reporting.floors import architectures, floor_cells, floor_labels, own_floors, random_init_models
 from evalsuite.reporting.leaderboard import LEADERBOARD_FILE, check_leaderboard_file, device_hours, read_rows
+from evalsuite.reporting.precisions import mixed_precision_note
 from evalsuite.reporting.predictions import NoPredictions
 from evalsuite.reporting.report_beyond import beyond_rows, reliability_bins
 from evalsuite.reporting.results import RUNS_FOLDER
 from evalsuite.reporting.run_fields import read_run_fields
 from evalsuite.reporting.views import mean_rank
-from evalsuite.reporting.wide import Filters, build_wide_table
-
-RANDOM_INIT = "random-init"
+from evalsuite.reporting.wide import Filters, build_wide_table, ranked_tasks
 
 
 @dataclass
@@ -56,6 +59,7 @@ class ReportCell:
     provenance: dict = field(default_factory=dict)
     extra: dict = field(default_factory=dict)  # other test metrics of the chosen probe: calibration and the like
     reliability: dict | None = None  # first seed's reliability-diagram bins (report_beyond.reliability_bins)
+    precision: str = ""  # what its runs' backbone computed in ("": not recorded)
 
 
 @dataclass
@@ -65,11 +69,13 @@ class Report:
     metrics: dict  # task -> headline metric
     models: list  # in the wide table's order (best rank sum first)
     cells: dict  # (model, task) -> ReportCell
-    floors: dict  # task -> (model, mean) of a random-init model
+    floors: dict  # (model, task) -> (its own random-init model, that model's mean): floors.py
     overall: list  # (model, mean rank, (low, high) or None), best first
     notes: list = field(default_factory=list)
     clusters: dict = field(default_factory=dict)  # task -> (count, unit): what the column's statistics rest on
     beyond: dict = field(default_factory=dict)  # section -> rows (report_beyond.beyond_rows)
+    random_init: dict = field(default_factory=dict)  # random-init model shown -> the models whose floor it is
+    ranked_tasks: list | None = None  # the columns the overall ranking runs over (None: every task)
 
 
 def collect(out_dir: Path, filters: Filters = Filters()) -> Report:
@@ -80,15 +86,18 @@ def collect(out_dir: Path, filters: Filters = Filters()) -> Report:
     if not rows:
         raise EvalsuiteError(f"{source} has no rows yet; run `evalsuite run` or `evalsuite sweep run` first")
     loader = PredictionsLoader(out_dir)  # the column statistics' predictions are reused by the reliability plots
-    table = add_column_statistics(build_wide_table(rows, "test", None, filters, source=str(source)), out_dir,
-                                  loader=loader)
+    table = add_column_statistics(build_wide_table(rows, "test", None, filters, source=str(source),
+                                                   out_dir=out_dir), out_dir, loader=loader)
     by_key = _test_rows(rows)
     cells = {(row.model, task): _cell(row.model, task, table.metrics[task], cell, by_key)
              for row in table.rows for task, cell in row.cells.items()}
-    report = Report(source=str(source), tasks=table.tasks, metrics=table.metrics,
-                    models=[row.model for row in table.rows], cells=cells, floors=_floors(rows, cells),
-                    overall=_overall(table), notes=list(table.notes), clusters=dict(table.clusters),
-                    beyond=beyond_rows(rows, {row.model for row in table.rows}, set(table.tasks)))
+    models, randoms = [row.model for row in table.rows], random_init_models(rows)
+    owners, floor_notes = own_floors(models, randoms, architectures(Path(out_dir), _first_runs(table)))
+    report = Report(source=str(source), tasks=table.tasks, metrics=table.metrics, models=models, cells=cells,
+                    floors=floor_cells(owners, cells), overall=_overall(table),
+                    notes=list(table.notes) + floor_notes + list(filter(None, [mixed_precision_note(table)])),
+                    clusters=dict(table.clusters), random_init=floor_labels(owners, randoms, models),
+                    beyond=beyond_rows(rows, set(models), set(table.tasks)), ranked_tasks=ranked_tasks(table))
     _add_reliability(report, table, loader)
     _add_provenance(report, out_dir)
     return report
@@ -110,7 +119,7 @@ def _cell(model: str, task: str, metric: str, cell, by_key: dict) -> ReportCell:
                       probe=cell.probe, rank=cell.rank, rank_interval=cell.rank_interval, interval=cell.interval,
                       run_ids=tuple(cell.run_ids), best_set=cell.best_set, best_set_p=cell.best_set_p,
                       untested=cell.untested, interval_note=cell.interval_note, cost=_cost(seeds, metric),
-                      extra=_extra_metrics(seeds, metric))
+                      extra=_extra_metrics(seeds, metric), precision=cell.precision)
 
 
 def _number(text) -> float | None:
@@ -143,18 +152,14 @@ def _extra_metrics(seeds: list, headline: str) -> dict:
     return means
 
 
-def _floors(rows: list, cells: dict) -> dict:
-    random_models = {row["model"] for row in rows if str(row.get("weights_id", "")).startswith(RANDOM_INIT)}
-    floors = {}
-    for (model, task), cell in cells.items():
-        better = task not in floors or (cell.mean > floors[task][1]) == higher_is_better(cell.metric)
-        if model in random_models and better:  # the best random-init model: the floor to beat
-            floors[task] = (model, cell.mean)
-    return floors
+def _first_runs(table) -> dict:
+    """{model: the first run behind its cells}: the run JSON that names its architecture."""
+    return {row.model: next(run for cell in row.cells.values() for run in cell.run_ids if run)
+            for row in table.rows if any(run for cell in row.cells.values() for run in cell.run_ids)}
 
 
 def _overall(table) -> list:
-    # The mean rank of the wide table: a column without a finite mean has no ranks and counts in no mean.
+    # The mean rank of the wide table over its ranked columns (two or more models, a finite mean).
     ranking = [(row.model, mean_rank(row, table), row.mean_rank_interval) for row in table.rows
                if row.rank_sum is not None]
     return sorted(ranking, key=lambda entry: (entry[1], entry[0]))

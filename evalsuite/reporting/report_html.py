@@ -11,7 +11,7 @@ from evalsuite.reporting import svg
 from evalsuite.reporting.report_cost import cost_section
 from evalsuite.reporting.report_data import Report
 from evalsuite.reporting.report_extras_html import beyond_sections, per_class_plot, reliability_section
-from evalsuite.reporting.report_words import NOTES_INTRO, SEEDS, floor_models, loose_floors, overall_gap_cell
+from evalsuite.reporting.report_words import NOTES_INTRO, SEEDS, floor_label, overall_gap_cell, overall_rule
 
 CALIBRATION = ("ece", "mce", "brier", "nll")  # the calibration errors a classification run reports
 PROVENANCE = (("evalsuite", "evalsuite version"), ("commit", "commit"), ("torch", "torch"), ("timm", "timm"),
@@ -27,9 +27,11 @@ LEGEND = (
     "for the model's MCS p-value). No mark: outside the set. <span class=\"untested\">?</span>: the column could "
     "not be tested (the notes say why). [lo, hi]: the 95 % bootstrap interval of the mean shown (over the same draws "
     "as the marks; <span class=\"note\">†</span>: hover it or read the notes for how to read it). Under each task: "
-    "how many clusters (patients, slides, images) its intervals, ranks and marks rest on. #r (lo–hi): the rank (1 = best, equal means share the average rank) and its 95 % bootstrap rank "
-    "interval over the test items. Random-init floor: the row of a <code>--random-init</code> model, the mean to "
-    "beat on each task.")
+    "how many clusters (patients, slides, images) its intervals, ranks and marks rest on. #r (lo–hi): the rank (1 = "
+    "best, equal means share the average rank) and its 95 % bootstrap rank interval over the test items; after the "
+    "probe, the precision the backbone computed in. Random-init floor (of X): the row of X's own "
+    "<code>--random-init</code> network, the mean X's pretraining must beat on each task (X+random-init, else the "
+    "one random-init model of X's architecture); a random-init model of no shown model's own is no floor.")
 STYLE = """
 body{font:14px/1.45 system-ui,-apple-system,"Segoe UI",Roboto,"Helvetica Neue",Arial,sans-serif;color:#1d232a;
 max-width:1200px;margin:0 auto;padding:1.5rem}
@@ -104,17 +106,11 @@ def _overview(report: Report) -> str:
     best = {task: _best_rank(report, task) for task in report.tasks}
     header = ["model"] + [f'<a href="#task-{_esc(task)}">{_esc(task)}</a><br><span class="sub">'
                           f"{_esc(report.metrics[task])}{_clusters(report, task)}</span>" for task in report.tasks]
-    floors = floor_models(report)  # the floor is the random-init model's own row, marked: no second copy of it
-    rows = [[_row_header(model, floors.get(model), len(report.tasks))]
+    # A random-init model's own row says whose floor it is, once: no second copy of its numbers.
+    rows = [[_row_header(model, floor_label(report, model))]
             + [_overview_cell(report.cells.get((model, task)), best[task]) for task in report.tasks]
             for model in report.models]
     table = _table("overview", header, rows)
-    loose = loose_floors(report)  # a floor whose model is not a row of the table still needs a row
-    if loose:
-        cells = "".join(f'<td class="floor">{_num(loose[task][1]) if task in loose else DASH}</td>'
-                        for task in report.tasks)
-        table = table.replace("</tbody>", f'<tr class="floor"><th scope="row">random-init floor</th>{cells}</tr>'
-                                          "</tbody>")
     return f'<h2 id="overview-title">Overview</h2>{table}<p class="muted legend">{LEGEND}</p>{SEEDS}'
 
 
@@ -126,13 +122,12 @@ def _clusters(report: Report, task: str) -> str:
     return f" · {count} {_esc(unit)}{'s' if count != 1 else ''}"
 
 
-def _row_header(model: str, floor_tasks: list | None, tasks: int) -> str:
-    """A model's row header; a random-init model that is its columns' floor says so (on which tasks, if not all)."""
-    if not floor_tasks:
+def _row_header(model: str, label: str | None) -> str:
+    """A model's row header; a random-init model's says whose floor it is (report_words.floor_label)."""
+    if not label:
         return f'<th scope="row">{_esc(model)}</th>'
-    where = "" if len(floor_tasks) == tasks else f" ({', '.join(map(_esc, floor_tasks))})"
-    return (f'<th scope="row" data-floor="1">{_esc(model)}<br><span class="sub">random-init floor'
-            f"{where}</span></th>")
+    floor = ' data-floor="1"' if label.startswith("random-init floor") else ""
+    return f'<th scope="row"{floor}>{_esc(model)}<br><span class="sub">{_esc(label)}</span></th>'
 
 
 def _overview_cell(cell, best_rank: float | None) -> str:
@@ -148,8 +143,9 @@ def _overview_cell(cell, best_rank: float | None) -> str:
     rank_interval = f" ({_rank(cell.rank_interval[0])}–{_rank(cell.rank_interval[1])})" if cell.rank_interval else ""
     attributes = (f'class="cell{" best" if is_best else ""}" data-model="{_esc(cell.model)}" '
                   f'data-task="{_esc(cell.task)}" data-probe="{_esc(cell.probe)}" data-mean="{_num(cell.mean, 6)}"')
+    precision = f" · {_esc(cell.precision)}" if cell.precision else ""
     return (f"<td {attributes}>{mean}{mark}{spread}{interval}<br><span class=\"sub\">#{_rank(cell.rank)}"
-            f"{rank_interval}</span> <small>{_esc(cell.probe)}</small></td>")
+            f"{rank_interval}</span> <small>{_esc(cell.probe)}{precision}</small></td>")
 
 
 def _set_mark(cell) -> str:
@@ -170,12 +166,12 @@ def _overall(report: Report) -> str:
         rows[0][2] = overall_gap_cell(report, len(rows))  # one cell spanning every row
     ranked = {model for model, _, _ in report.overall}
     left_out = [model for model in report.models if model not in ranked]
-    rule = ("The mean over tasks of each model's rank (1 = best), for models with every task; its interval is the "
-            "95 % bootstrap interval of that mean rank: every task re-ranked in each draw of its test items, the "
-            "ranks averaged over tasks, when every task has draws (else the interval column says which task has "
-            "none and why). ")
+    rule = (f"The mean of each model's rank (1 = best) {_esc(overall_rule(report))}, for models with every such "
+            "column; its interval is the 95 % bootstrap interval of that mean rank: every such task re-ranked in each "
+            "draw of its test items, the ranks averaged over them, when every one has draws (else the interval "
+            "column says which task has none and why). ")
     rule += (f"Left out (missing a task): {', '.join(map(_esc, left_out))}." if left_out
-             else "Every model has every task.")
+             else "Every model has every ranked task.")
     return f"<h2>Overall ranking</h2><p>{rule}</p>" + _table("overall", ["model", "mean rank", "interval"], rows)
 
 
@@ -185,15 +181,16 @@ def _tasks(report: Report) -> str:
 
 def _task_section(report: Report, task: str) -> str:
     cells = [report.cells[(model, task)] for model in report.models if (model, task) in report.cells]
-    floor = report.floors[task][1] if task in report.floors else None
-    plot = svg.dot_plot([(cell.model, cell.mean, cell.interval) for cell in cells], floor,
+    floors = {cell.model: report.floors[(cell.model, task)] for cell in cells if (cell.model, task) in report.floors}
+    plot = svg.dot_plot([(cell.model, cell.mean, cell.interval, floors.get(cell.model)) for cell in cells], None,
                         f"{task}: {report.metrics[task]} on test")
     names = sorted({name for cell in cells for name in cell.extra})
     extras = _table("", ["model", *map(_esc, names)],
                     [[f"<td>{_esc(cell.model)}</td>"] + [f"<td>{_num(cell.extra.get(name))}</td>" for name in names]
                      for cell in cells]) if names else ""
-    caption = (f'<p class="muted">Dot: mean over seeds; line: 95 % interval; dashed: random-init floor '
-               f"({_esc(report.floors[task][0])}).</p>" if task in report.floors else
+    owned = "; ".join(f"{_esc(model)}: {_esc(floor)}" for model, (floor, _) in floors.items())
+    caption = (f'<p class="muted">Dot: mean over seeds; line: 95 % interval; dashed tick on a row: that model\'s own '
+               f"random-init floor ({owned}).</p>" if floors else
                '<p class="muted">Dot: mean over seeds; line: 95 % interval.</p>')
     return (f'<section class="task" id="task-{_esc(task)}"><h3>{_esc(task)} <span class="sub">'
             f"{_esc(report.metrics[task])}</span></h3>{plot}{caption}{per_class_plot(cells, task)}{extras}</section>")

@@ -1,14 +1,16 @@
 """The report's overview as text: a Markdown table (for a README or an issue) and a LaTeX booktabs table (for a
 paper). Both come from the same `Report` as the HTML page: best per column in bold, `◆` (LaTeX `$^\\diamond$`) on
-each cell in the column's 95 % model confidence set, `?` on a column that could not be tested, the random-init
-floor marked on the random-init model's own row (a floor row only for a model the table does not show), the rules
-in a footnote; LaTeX keeps each cell's rank and rank interval, as Markdown does."""
+each cell in the column's 95 % model confidence set, `?` on a column that could not be tested, each random-init
+row saying whose floor it is (report_words.floor_label), the rules in a footnote, the precision the cells' backbones
+computed in and the columns the overall ranking runs over (two or more models); LaTeX keeps each cell's rank and rank
+interval, as Markdown does."""
 
 import math
 
 from evalsuite.reporting.markdown import escape_markdown
+from evalsuite.reporting.precisions import precision_summary
 from evalsuite.reporting.report_data import Report
-from evalsuite.reporting.report_words import floor_models, loose_floors
+from evalsuite.reporting.report_words import floor_label, overall_rule
 
 IN_SET, UNTESTED = "◆", "?"
 RULES = ("bold: the best mean of the column; ◆: in the column's 95 % model confidence set, the models that cannot be "
@@ -54,21 +56,27 @@ def markdown_report(report: Report) -> str:
     header = ["model", *(f"{task} ({report.metrics[task]}{_clusters(report, task)})" for task in report.tasks)]
     lines = ["| " + " | ".join(map(escape_markdown, header)) + " |", "|" + "---|" * len(header)]
     best = _best_ranks(report)
-    floors = floor_models(report)
     for model in report.models:
         cells = [_markdown_cell(report.cells.get((model, task)), best.get(task)) for task in report.tasks]
-        label = escape_markdown(model) + (" *(random-init floor)*" if model in floors else "")
+        floor = floor_label(report, model)
+        label = escape_markdown(model) + (f" *({escape_markdown(floor)})*" if floor else "")
         lines.append("| " + " | ".join([label, *cells]) + " |")
-    loose = loose_floors(report)  # the floor of a model not shown; a shown one is marked on its own row
-    if loose:
-        values = [_value(loose[task][1]) if task in loose else "–" for task in report.tasks]
-        lines.append("| " + " | ".join(["*random-init floor*", *values]) + " |")
     lines += ["", RULES + "."]
     if report.overall:
-        lines += ["", "Overall (mean rank over tasks, 95 % bootstrap interval): " + ", ".join(
-            f"{escape_markdown(model)} {rank:.2f}{_overall_interval(interval)}"
-            for model, rank, interval in report.overall) + "."]
-    return "\n".join(lines)
+        lines += ["", f"Overall (mean rank {escape_markdown(overall_rule(report))}; 95 % bootstrap interval): "
+                  + ", ".join(f"{escape_markdown(model)} {rank:.2f}{_overall_interval(interval)}"
+                              for model, rank, interval in report.overall) + "."]
+    precision = precision_line(report)
+    return "\n".join(lines + (["", escape_markdown(precision) + "."] if precision else []))
+
+
+def precision_line(report: Report) -> str:
+    """What the cells' backbones computed in (reporting/precisions.py); "" when no run recorded it."""
+    by_model = {}
+    for model in report.models:
+        by_model[model] = {task: report.cells[(model, task)].precision for task in report.tasks
+                           if (model, task) in report.cells}
+    return precision_summary(by_model)
 
 
 def _clusters(report: Report, task: str) -> str:
@@ -81,6 +89,10 @@ def _clusters(report: Report, task: str) -> str:
 
 def _overall_interval(interval) -> str:
     return f" ({interval[0]:.2f}-{interval[1]:.2f})" if interval else ""
+
+
+def _latex_floor(label: str | None) -> str:
+    return f" \\textit{{({_latex_escape(label)})}}" if label else ""
 
 
 def _latex_escape(text: str) -> str:
@@ -104,16 +116,11 @@ def latex_report(report: Report) -> str:
     header = " & ".join(["Model", *(f"{_latex_escape(task)} ({_latex_escape(report.metrics[task])}"
                                     f"{_latex_escape(_clusters(report, task))})" for task in report.tasks)])
     best = _best_ranks(report)
-    floors = floor_models(report)
-    body = [" & ".join([_latex_escape(model) + (r" \textit{(random-init floor)}" if model in floors else ""),
+    body = [" & ".join([_latex_escape(model) + _latex_floor(floor_label(report, model)),
                         *(_latex_cell(report.cells.get((model, task)), best.get(task)) for task in report.tasks)])
             + r" \\" for model in report.models]
     lines = [r"\begin{table}[t]", r"\centering", f"\\begin{{tabular}}{{{columns}}}", r"\toprule", header + r" \\",
              r"\midrule", *body]
-    loose = loose_floors(report)  # the floor of a model not shown; a shown one is marked on its own row
-    if loose:
-        values = [_value(loose[task][1]) if task in loose else "--" for task in report.tasks]
-        lines += [r"\midrule", " & ".join([r"\textit{random-init floor}", *values]) + r" \\"]
     caption = _latex_escape(RULES.replace(IN_SET, "DIAMOND").replace(f"{UNTESTED}:", "UNTESTED:"))
     caption = caption.replace("DIAMOND", r"$\diamond$").replace("UNTESTED:", r"$?$:")
     lines += [r"\bottomrule", r"\end{tabular}", f"\\caption{{{caption}.}}", r"\end{table}"]

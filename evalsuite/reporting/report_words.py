@@ -1,5 +1,6 @@
 """The report page's words that are not a number: what a seed varies and why a cell can show ± 0, what the notes are,
-why the overall ranking has no interval, and which rows are the random-init floor (issue 41).
+why the overall ranking has no interval and which columns it runs over, and whose random-init floor a row is (issue
+41, issue 49: each model's own floor, reporting/floors.py).
 
 What a seed varies is read off the probes (evalsuite/probes/): the seed reaches the probe only. Features are
 extracted once per (backbone, split) and cached, and a `--random-init` backbone draws its weights from one fixed seed
@@ -27,8 +28,9 @@ NOTES_INTRO = (
     "<p class=\"muted\">What the page could not compute, and why: a column marked <span class=\"untested\">?</span> "
     "(the task and why it could not be tested: no stored test predictions, a damaged predictions file, seeds tested "
     "on other items, a test split of one cluster, or a metric not scored per item), intervals that treat test items "
-    "as independent (no patient or slide ids known), and a task without the draws the overall ranking's interval "
-    "needs.</p>")
+    "as independent (no patient or slide ids known), a task without the draws the overall ranking's interval "
+    "needs, columns whose models computed in different precisions, and a model whose random-init floor is "
+    "ambiguous.</p>")
 
 
 def _column_gap(report: Report, task: str) -> str:
@@ -42,8 +44,9 @@ def _column_gap(report: Report, task: str) -> str:
 
 def overall_gap(report: Report) -> str:
     """Why the overall ranking shows no interval: each task whose column has no rank intervals, and why."""
-    lacking = [task for task in report.tasks if not any(cell.rank_interval for (_, name), cell in report.cells.items()
-                                                        if name == task)]
+    tasks = report.tasks if report.ranked_tasks is None else report.ranked_tasks  # the columns the ranking counts
+    lacking = [task for task in tasks if not any(cell.rank_interval for (_, name), cell in report.cells.items()
+                                                 if name == task)]
     return "; ".join(f"{task}: {_column_gap(report, task)}" for task in lacking) or "no bootstrap draws"
 
 
@@ -53,16 +56,30 @@ def overall_gap_cell(report: Report, rows: int) -> str:
             f"{html.escape(overall_gap(report))}</td>")
 
 
-def floor_models(report: Report) -> dict:
-    """{model: [tasks]}: the shown models that are their column's random-init floor (their row says so: a separate
-    floor row would repeat it)."""
-    found = {}
-    for task, (model, _) in report.floors.items():
-        if model in report.models:
-            found.setdefault(model, []).append(task)
-    return found
+def floor_label(report: Report, model: str) -> str | None:
+    """What a random-init model's row says, once: `random-init floor` (of the model its label extends, X+random-init),
+    `random-init floor of X, Y` (paired by architecture), with the tasks where it is one if not all of the page's;
+    `random-init (no model of its own here)` for one that is no shown model's floor. None: not a random-init model."""
+    if model not in report.random_init:
+        return None
+    owners = report.random_init[model]
+    if not owners:
+        return "random-init (no model of its own here)"
+    tasks = sorted({task for (owner, task), (floor, _) in report.floors.items() if floor == model and owner in owners},
+                   key=report.tasks.index)
+    where = "" if len(tasks) == len(report.tasks) else f" ({', '.join(tasks)})"
+    whose = "" if owners == [model.replace("+random-init", "", 1)] else f" of {', '.join(owners)}"
+    return f"random-init floor{whose}{where}"
 
 
-def loose_floors(report: Report) -> dict:
-    """{task: (model, mean)}: floors of models the table does not show, which still need a floor row of their own."""
-    return {task: floor for task, floor in report.floors.items() if floor[0] not in report.models}
+def overall_rule(report: Report) -> str:
+    """Which columns the overall ranking runs over (two or more models) and which it leaves out."""
+    used = report.tasks if report.ranked_tasks is None else report.ranked_tasks
+    reasons = {}
+    for task in (task for task in report.tasks if task not in used):
+        models = sum(name == task for _, name in report.cells)
+        reasons.setdefault("one model, whose rank there ranks nothing" if models < 2 else "no finite mean",
+                           []).append(task)
+    left = "; ".join(f"{', '.join(tasks)} left out: {why}" for why, tasks in reasons.items())
+    over = f"over {', '.join(used) or 'no column'}, the columns with two or more models"
+    return over + (f" ({left})" if left else "")

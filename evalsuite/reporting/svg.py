@@ -92,17 +92,25 @@ def _y_ticks(ticks: list, to_y, left: float, right: float) -> list:
 
 
 def dot_plot(rows: list, floor: float | None, title: str) -> str:
-    """One row per (label, mean, (low, high) or None): a dot at the mean, a line over the interval, the floor as a
-    dashed vertical line. Non-finite numbers are left out (the row keeps its label)."""
-    values = [v for _, mean, interval in rows for v in (mean, *(interval or ())) if finite(v)]
+    """One row per (label, mean, (low, high) or None[, (floor label, floor mean) or None]): a dot at the mean, a line
+    over the interval, and the row's own floor (its model's random-init mean, issue 49) as a dashed tick across the
+    row; `floor`, one value for every row, as a dashed vertical line. Non-finite numbers are left out (the row keeps
+    its label)."""
+    rows = [(*row, None)[:4] for row in rows]
+    values = [v for _, mean, interval, own in rows for v in (mean, *(interval or ()), *(own or ())[1:]) if finite(v)]
     values += [floor] if finite(floor) else []
     start, stop, ticks = nice_axis(min(values, default=0.0), max(values, default=1.0))
-    left = min(MAX_LABEL_PX, CHAR_PX * max((len(label) for label, _, _ in rows), default=4) + 16)
+    left = min(MAX_LABEL_PX, CHAR_PX * max((len(label) for label, _, _, _ in rows), default=4) + 16)
     bottom = TOP + ROW * len(rows)
     to_x = _mapper(start, stop, left + INSET, WIDTH - RIGHT - INSET)
     parts = [_open(bottom + BOTTOM, title), *_x_ticks(ticks, to_x, TOP, bottom)]
-    for index, (label, mean, interval) in enumerate(rows):
-        parts.append(_dot_row(label, mean, interval, TOP + ROW * (index + 0.5), left, to_x))
+    for index, (label, mean, interval, own) in enumerate(rows):
+        y = TOP + ROW * (index + 0.5)
+        if own and finite(own[1]):  # under the dot: the model's own random-init floor, on its row only
+            x = px(to_x(own[1]))
+            parts.append(f'<line class="floor" x1="{x}" y1="{px(y - ROW / 2 + 1)}" x2="{x}" y2="{px(y + ROW / 2 - 1)}">'
+                         f'<title>{_esc(label)}: random-init floor {_esc(own[0])} {own[1]:.4f}</title></line>')
+        parts.append(_dot_row(label, mean, interval, y, left, to_x))
     if finite(floor):
         x = px(to_x(floor))
         parts.append(f'<line class="floor" x1="{x}" y1="{px(TOP - 4)}" x2="{x}" y2="{px(bottom)}">'

@@ -10,10 +10,13 @@ Built from the long CSV's rows (evalsuite.reporting.leaderboard.read_rows) in fo
    the name settles only what NLL cannot (no NLL rows: survival, segmentation). No genuine val (HEST's val is
    train): the card's recipe or an error (reporting/no_val.py). The chosen probe's seeds on the requested
    split are summarised as mean and sample std;
-4. rank models per task (1 = best, ties share the average rank) and sum the ranks: the mean rank is the figure over
-   all tasks; scores are averaged only over tasks of one metric (`metric_means`: no mean of accuracy and Pearson r).
-   A seed whose value is nan (an undefined metric) makes its cell's mean nan, ranked last, with a note naming it; a
-   column without one finite mean is not ranked (nothing to rank by) and counts in no mean rank (`ranked_tasks`).
+4. rank models per task (1 = best, ties share the average rank) and sum the ranks over the columns with two or more
+   models (`ranked_tasks`: a lone model's "#1" ranks nothing): the mean rank is the figure over those tasks; scores
+   are averaged only over tasks of one metric and one task kind (`metric_means`: no mean of accuracy and Pearson r,
+   nor of a tile and a slide task's balanced accuracy; reporting/task_groups.py). A seed whose value is nan (an
+   undefined metric) makes its cell's mean nan, ranked last, with a note naming it; a column without one finite mean
+   is not ranked (nothing to rank by) and counts in no mean rank. Each cell carries its runs' precision
+   (reporting/precisions.py says where models of different precisions are compared).
 `--metric throughput_img_s` (or forward_img_s) shows what extraction cost instead of a score: the probe is chosen
 on the task's headline metric and the cell is the mean, over the chosen runs, of the leaderboard column of that
 name (schema 5; higher is better).
@@ -29,7 +32,9 @@ from evalsuite.errors import EvalsuiteError
 from evalsuite.metrics.directions import higher_is_better
 from evalsuite.reporting.cell_intervals import with_seed_intervals
 from evalsuite.reporting.no_val import in_sample_val, probe_without_val
+from evalsuite.reporting.precisions import with_precisions
 from evalsuite.reporting.run_columns import run_column_scores
+from evalsuite.reporting.task_groups import mean_groups, overall_columns, task_kinds
 from evalsuite.reporting.undefined_values import undefined_seed_notes
 
 SELECTION_SPLIT = "val"
@@ -55,13 +60,14 @@ class Cell:
     best_set: bool | None = None  # in the column's 95 % model confidence set; None: not tested
     best_set_p: float | None = None  # the model's MCS p-value (in the set at level a when >= a)
     untested: str = ""  # why the column could not be tested, when it could not
+    precision: str = ""  # what its runs' backbone computed in (';'-joined when seeds differ; "": not recorded)
 
 
 @dataclass
 class ModelRow:
     model: str
     cells: dict  # task -> Cell
-    metric_means: dict = field(default_factory=dict)  # metric -> mean over the tasks showing it (all tasks present)
+    metric_means: dict = field(default_factory=dict)  # mean_groups key -> mean over the group's tasks
     rank_sum: float | None = None
     mean_rank_interval: tuple | None = None  # 95 % bootstrap interval of rank_sum / tasks (column_statistics.py)
     weights_ids: tuple = ()  # more than one: the model's cells come from different weights
@@ -75,6 +81,7 @@ class WideTable:
     rows: list  # ModelRow, best rank sum first
     notes: list = field(default_factory=list)
     clusters: dict = field(default_factory=dict)  # task -> (count, unit): what the column's statistics rest on
+    kinds: dict = field(default_factory=dict)  # task -> its card's kind, for tasks sharing a metric ("": unknown)
 
 
 @dataclass(frozen=True)
@@ -85,7 +92,8 @@ class Filters:
 
 
 def build_wide_table(rows: list[dict], split: str = "test", metric: str | None = None,
-                     filters: Filters = Filters(), source: str = "the leaderboard") -> WideTable:
+                     filters: Filters = Filters(), source: str = "the leaderboard", out_dir=None) -> WideTable:
+    """`out_dir`: the results folder, whose run JSONs name each task's card (its kind; task_groups.py)."""
     rows = _latest_runs(_filtered(rows, filters, source))
     by_run_column = metric in RUN_COLUMN_METRICS
     chosen_on = _metric_per_task(rows, None if by_run_column else metric, source)
@@ -102,10 +110,11 @@ def build_wide_table(rows: list[dict], split: str = "test", metric: str | None =
     if not by_run_column:  # one seed: its own interval is the interval of the cell's number
         cells = with_seed_intervals(cells, rows, metrics, split)
     notes += undefined_seed_notes(cells, shown, metrics, split)
-    table_rows, weights = _ranked_rows(cells, tasks, metrics), _weights_by_model(rows)
+    kinds = task_kinds(rows, metrics, out_dir)
+    table_rows, weights = _ranked_rows(with_precisions(cells, rows), tasks, metrics, kinds), _weights_by_model(rows)
     for table_row in table_rows:
         table_row.weights_ids = weights[table_row.model]
-    return WideTable(split=split, tasks=tasks, metrics=metrics, rows=table_rows,
+    return WideTable(split=split, tasks=tasks, metrics=metrics, rows=table_rows, kinds=kinds,
                      notes=notes + _mixed_weights_notes(table_rows))
 
 
@@ -215,17 +224,18 @@ def choose_probe(val_means: dict, val_nll: dict, metric: str) -> str:
                                          _rank_key(val_nll.get(p, math.nan), higher_better=False), p))
 
 
-def _ranked_rows(cells: dict, tasks: list, metrics: dict) -> list[ModelRow]:
+def _ranked_rows(cells: dict, tasks: list, metrics: dict, kinds: dict) -> list[ModelRow]:
     by_model = defaultdict(dict)
     for (model, task), cell in cells.items():
         by_model[model][task] = cell
     for task in tasks:
         _rank_task(by_model, task, higher_is_better(metrics[task]))
-    rows = [_model_row(model, task_cells, tasks, metrics) for model, task_cells in by_model.items()]
-    # Equal rank sums go to the better mean score, which exists only when every task shows the same metric.
-    shown = set(metrics[task] for task in tasks)
-    only = shown.pop() if len(shown) == 1 else None
-    sign = (-1 if higher_is_better(only) else 1) if only else 0
+    overall = overall_columns({task: [c[task] for c in by_model.values() if task in c] for task in tasks})
+    groups = mean_groups(tasks, metrics, kinds)
+    rows = [_model_row(model, task_cells, overall, groups) for model, task_cells in by_model.items()]
+    # Equal rank sums go to the better mean score, which exists only when every task is of one metric and kind.
+    only = next(iter(groups)) if len(groups) == 1 else None
+    sign = (-1 if higher_is_better(groups[only][0]) else 1) if only else 0
     complete = sorted((r for r in rows if r.rank_sum is not None),
                       key=lambda r: (r.rank_sum, sign * r.metric_means.get(only, 0.0), r.model))
     return complete + sorted((r for r in rows if r.rank_sum is None), key=lambda r: r.model)
@@ -253,25 +263,20 @@ def _rank_key(mean: float, higher_better: bool = True) -> float:
     return math.inf if math.isnan(mean) else -rounded if higher_better else rounded
 
 
-def _model_row(model: str, task_cells: dict, tasks: list, metrics: dict) -> ModelRow:
+def _model_row(model: str, task_cells: dict, overall: list, groups: dict) -> ModelRow:
     row = ModelRow(model=model, cells=task_cells)
-    if len(task_cells) == len(tasks):  # a model missing a task has no figure over tasks (not comparable)
-        row.metric_means = {metric: statistics.fmean(task_cells[t].mean for t in names)
-                            for metric, names in tasks_by_metric(tasks, metrics).items()}
-        ranks = [task_cells[t].rank for t in tasks if not math.isnan(task_cells[t].rank)]
-        row.rank_sum = sum(ranks) if ranks else None
+    if all(task in task_cells for task in overall):  # a model missing a ranked task is not comparable over tasks
+        row.metric_means = {key: statistics.fmean(task_cells[t].mean for t in names)
+                            for key, (_, _, names) in groups.items() if all(t in task_cells for t in names)}
+        row.rank_sum = sum(task_cells[t].rank for t in overall) if overall else None
     return row
 
 
 def ranked_tasks(table: WideTable) -> list:
-    """The tasks whose columns are ranked, those the mean rank runs over (a column without a finite mean is not)."""
-    return [task for task in table.tasks
-            if any(not math.isnan(row.cells[task].rank) for row in table.rows if task in row.cells)]
-
-
-def tasks_by_metric(tasks: list, metrics: dict) -> dict:
-    """metric -> the tasks (in `tasks` order) whose cells show it: the groups a mean of scores may run over."""
-    return {metric: [task for task in tasks if metrics[task] == metric] for metric in map(metrics.get, tasks)}
+    """The tasks the overall ranking (rank sum, mean rank, its interval) runs over: ranked columns (a finite mean)
+    with two or more models (task_groups.overall_columns)."""
+    return overall_columns({task: [row.cells[task] for row in table.rows if task in row.cells]
+                            for task in table.tasks})
 
 
 def _weights_by_model(rows: list[dict]) -> dict:

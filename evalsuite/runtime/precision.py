@@ -5,8 +5,10 @@ with native bf16, i.e. AVX512-BF16 or AMX), fp16 autocast on older GPUs, float32
 else. On a CPU without native bf16 (e.g. AVX2-only) torch emulates bf16 and a forward pass is
 5-10x slower than float32 (benchmarks/precision_neutrality.py prints the ratio), so `auto`
 never picks it there. A registry entry may pin the precision its published numbers need; `auto`
-then takes the pin. An explicit `--precision` is obeyed as asked. Features are cached as
-float16 whatever the compute precision.
+then takes the pin. `device`: what `auto` picks for the device, whatever a registry pin says, so
+every model on one kind of node computes in one precision (a sweep's default: like with like).
+An explicit `--precision` is obeyed as asked. Features are cached as float16 whatever the compute
+precision.
 
 torch is imported inside the functions: the command line reads PRECISIONS before it loads torch.
 """
@@ -16,7 +18,7 @@ from dataclasses import dataclass
 
 from evalsuite.errors import EvalsuiteError
 
-PRECISIONS = ("auto", "bf16", "fp16", "fp32")
+PRECISIONS = ("auto", "device", "bf16", "fp16", "fp32")
 
 
 @dataclass(frozen=True)
@@ -49,9 +51,9 @@ def resolve_precision(requested: str, device, pinned: str | None = None,
     """The precision a run computes in: `requested` unless it is `auto` (see the module docstring)."""
     if requested not in PRECISIONS:
         raise EvalsuiteError(f"unknown precision '{requested}'; use {', '.join(PRECISIONS)}")
-    if requested != "auto":
+    if requested not in ("auto", "device"):
         return requested
-    if pinned:
+    if pinned and requested == "auto":
         return pinned
     capabilities = capabilities or Capabilities.of(device)
     if device.type == "cuda":

@@ -88,12 +88,12 @@ def done_pairs(sweep: Sweep, rows: list, cell: Cell, weights_ids: dict) -> set:
 
 
 def pairs_present(rows: list, ref: dict, weights_id: str | None, precision: str) -> set:
-    """(probe, seed) pairs with test rows for the cell `ref`, from these weights (None: any) and precision (auto:
-    any)."""
+    """(probe, seed) pairs with test rows for the cell `ref`, from these weights (None: any) and precision (auto and
+    device, which resolve on the node a cell lands on: any; `leaderboard` names a column that mixes precisions)."""
     return {(row["probe"], int(row["seed"])) for row in rows
             if row["task"] == ref["task"] and row["model"] == ref["model"] and row["split"] == "test"
             and (weights_id is None or row.get("weights_id") == weights_id)
-            and (precision == "auto" or row.get("precision") == precision)}
+            and (precision in ("auto", "device") or row.get("precision") == precision)}
 
 
 def missing_runs(cell: Cell, done: set) -> list:

@@ -6,7 +6,8 @@ the sweep goes on. SIGTERM or SIGUSR1 stops the sweep after the current extracti
 (exit 130); the same command resumes it. A cell that Slurm or another process is running or has queued (`sweep
 status`) is left to it. While it runs a cell this process holds the cell's lock (sweeps/liveness.py), so a record
 it leaves behind when killed is seen as dead and taken up by the next `sweep run`, and two `sweep run`s started
-together do not run one cell twice. `shards:` has no meaning here: one process extracts each cache whole.
+together do not run one cell twice. `shards:` has no meaning here: one process extracts each cache whole. The run
+says what precision its cells compute in after its plan line, the dry run in a note on stderr (spec.precision_line).
 """
 
 import sys
@@ -21,6 +22,7 @@ from evalsuite.runner import run
 from evalsuite.sweeps.cell_lines import TimeLeft, headline, plan_line
 from evalsuite.sweeps.cells import done_pairs, leaderboard_rows, missing_runs, out_error, sweep_dir, weights_ids
 from evalsuite.sweeps.liveness import CellHeld, hold
+from evalsuite.sweeps.spec import precision_line
 from evalsuite.sweeps.state import lock_path, log_path, mark
 from evalsuite.sweeps.status import cell_states
 
@@ -38,6 +40,7 @@ def run_local(sweep, cells, say=print, reclaim=()) -> dict:
     outcome = {cell.id: "skipped" for cell, runs in todo if not runs}
     builds, started, pending = ReusedBuilds(), time.monotonic(), [c for c, r in todo if r]
     say(plan_line(sweep, cells, busy, set(outcome), pending))
+    say(precision_line(sweep))
     if outcome:
         say(f"sweep {sweep.name}: {len(outcome)} of {len(cells)} cells already in {sweep.out}/leaderboard.csv, "
             "skipped")
@@ -70,6 +73,7 @@ def dry_run_local(sweep, cells, say=print, reclaim=()) -> None:
         runs = missing_runs(cell, done_pairs(sweep, rows, cell, ids))
         say(f"{name}: " + ("; ".join(f"seeds {','.join(map(str, seeds))} with {', '.join(probes)}"
                                      for probes, seeds in runs) or "done"))
+    print(f"note: {precision_line(sweep)}", file=sys.stderr)  # stdout stays one line per cell
 
 
 def _holder_words(state: dict) -> str:

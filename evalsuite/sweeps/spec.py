@@ -3,6 +3,11 @@
 Read and checked before anything runs: an unknown key, model, task, probe or seed list is one line naming the file
 and the key. Relative paths (`out`, `data_root`, card paths, `weights`) are taken from the sweep file's folder, so
 the jobs find them whatever their working folder. docs/sweeps.md is the format's reference.
+
+A sweep runs every model in one precision (issue 49): `device` unless the file's `precision:` names another, i.e.
+what the device computes natively (bf16 on a GPU or CPU that has it, fp16 on an older GPU, fp32 elsewhere) for every
+model, a registry pin included. `auto` resolves per cell with the pins, so it can run one model in fp32 beside
+others in bf16; it is there when asked for, and `precision_line` says what a sweep will do.
 """
 
 import re
@@ -25,6 +30,9 @@ TOP_KEYS = {"name", "models", "tasks", "seeds", "probes", "precision", "out", "d
 MODEL_KEYS = {"name", "model", "weights", "random_init", "pooling"}
 TASK_KEYS = {"task", "data_root", "probes", "shards"}
 DEVICE = re.compile(r"auto|cpu|cuda(:\d+)?")  # the devices `evalsuite run --device` names
+# One precision for every model on one kind of node, and the fast one there: fp32 by default would make a GPU sweep
+# about 15x slower (H100: 67 fp32 against 989 bf16 TFLOP/s) and is what a CPU without bf16 gets anyway.
+DEFAULT_PRECISION = "device"
 
 
 @dataclass(frozen=True)
@@ -76,7 +84,7 @@ def _sweep(raw: dict, path: Path) -> Sweep:
     base = path.parent
     name = check_identifier(raw.get("name") or path.stem, f"sweep file {path}: name", "pathology-2026")  # a folder
     probes = _probes(raw.get("probes"), path, "probes")
-    precision = str(raw.get("precision", "auto"))
+    precision = str(raw.get("precision", DEFAULT_PRECISION))
     if precision not in PRECISIONS:
         raise EvalsuiteError(f"sweep file {path}: precision '{precision}' is not one of {', '.join(PRECISIONS)}")
     return Sweep(name=name, path=path, models=_models(raw, path, base), tasks=_tasks(raw, path, base),
@@ -226,6 +234,30 @@ def _run_options(raw: dict, path: Path) -> dict:
     if options["cache"] not in ("auto", "ram", "memmap"):
         raise EvalsuiteError(f"sweep file {path}: cache must be auto, ram or memmap")
     return options
+
+
+def precision_line(sweep: Sweep) -> str:
+    """What every cell computes in, said before the cells run: the sweep's precision, and the registry pins it
+    overrides, or under `auto` that each cell resolves its own."""
+    pins = {entry.label: _pin(entry.model) for entry in sweep.models if _pin(entry.model)}
+    if sweep.precision == "auto":
+        pinned = "; ".join(f"{label} pinned to {pin}" for label, pin in pins.items())
+        return (f"sweep {sweep.name}: precision auto: each cell resolves its own ({pinned + '; ' if pinned else ''}"
+                "else bf16 or fp16 on a GPU, bf16 or fp32 on a CPU), so its models may compute in different "
+                "precisions; `leaderboard` and `report` name the columns that mix them. Set precision: fp32, bf16 or "
+                "fp16 to run every model in one")
+    overridden = [f"{label} ({pin})" for label, pin in pins.items() if pin != sweep.precision]
+    what = ("the device's own precision, the same for every model on one kind of node (bf16 on a GPU or CPU that "
+            "has it, fp16 on an older GPU, fp32 elsewhere)" if sweep.precision == "device" else sweep.precision)
+    return (f"sweep {sweep.name}: every cell computes in {what} (the sweep file's precision:, "
+            f"{DEFAULT_PRECISION} when it has none)"
+            + (f"; registry pins overridden: {', '.join(overridden)}" if overridden else ""))
+
+
+def _pin(model: str) -> str | None:
+    """The precision the registry pins for `model` (what its published numbers need), if any."""
+    spec = MODELS.get(model) or VLMS.get(model)
+    return getattr(spec, "precision", None)
 
 
 def check_models(sweep: Sweep) -> None:

@@ -152,7 +152,8 @@ def test_a_model_missing_a_task_gets_no_rank_sum_and_goes_last(board):
     assert [r.model for r in table.rows] == ["A", "C", "B", "D"]
     d = table.rows[-1]
     assert d.rank_sum is None and d.metric_means == {} and d.cells["t1"].rank == 1
-    assert _table(board, filters=Filters(models=("A", "D"))).rows[0].model == "A"
+    # Of A and D only t1 has two models: t2 (A alone) is left out of the rank sum (issue 49), so D, first on t1, leads.
+    assert _table(board, filters=Filters(models=("A", "D"))).rows[0].model == "D"
 
 
 def test_a_model_name_with_two_different_weights_is_flagged(board):

@@ -50,7 +50,8 @@ def hand_made() -> Report:
     return Report(source="out/leaderboard.csv", tasks=["t1", "t2"], metrics={"t1": "balanced_accuracy",
                                                                              "t2": "accuracy"},
                   models=["A", "B", "C", ODD], cells={(c.model, c.task): c for c in t1 + t2},
-                  floors={"t1": (ODD, 0.50)}, overall=[("A", 1.0, None), ("B", 2.0, None), ("C", 3.0, None)],
+                  floors={("A", "t1"): (ODD, 0.50)}, random_init={ODD: ["A"]},
+                  overall=[("A", 1.0, None), ("B", 2.0, None), ("C", 3.0, None)],
                   notes=["t2 untested: <no predictions> & so on"])
 
 
@@ -138,14 +139,12 @@ def test_best_is_bold_the_best_set_is_marked_and_an_untested_column_has_its_own_
 
 
 def test_a_missing_cell_is_a_dash_and_the_floor_is_marked_on_its_models_row(page):
+    """ODD is A's random-init floor on t1 (issue 49: each model's own), labelled once, on ODD's own row."""
     odd_row = re.search(r'<th scope="row" data-floor="1">' + re.escape(html.escape(ODD)) +
-                        r'<br><span class="sub">random-init floor \(t1\)</span></th>(.*?)</tr>', page).group(1)
+                        r'<br><span class="sub">random-init floor of A \(t1\)</span></th>(.*?)</tr>', page).group(1)
     assert odd_row.endswith('<td class="missing">–</td>')
     assert "random-init floor</th>" not in page  # no second row repeating the floor model's numbers
-    shown_elsewhere = html_report(dataclasses.replace(hand_made(), floors={"t1": ("not a row", 0.5)}))
-    floor = re.search(r'<tr class="floor"><th scope="row">random-init floor</th>(.*?)</tr>', shown_elsewhere).group(1)
-    assert floor == '<td class="floor">0.5000</td><td class="floor">–</td>'
-    no_floors = html_report(dataclasses.replace(hand_made(), floors={}))
+    no_floors = html_report(dataclasses.replace(hand_made(), floors={}, random_init={}))
     assert 'class="floor"' not in no_floors.split('id="overall"')[0]
 
 
@@ -196,7 +195,7 @@ def test_missing_and_non_finite_numbers_print_as_a_dash():
     nan = float("nan")
     report.cells[("C", "t1")] = dataclasses.replace(report.cells[("C", "t1")], mean=nan, std=nan, interval=(nan, nan),
                                                     extra={"ece": nan}, best_set_p=nan, best_set=True)
-    report.floors = {"t1": (ODD, math.inf)}
+    report.floors = {("A", "t1"): (ODD, math.inf)}
     page = html_report(report)
     assert not re.search(r"\b(nan|inf)\b", page, re.IGNORECASE)
     assert 'data-model="C" data-task="t1" data-probe="linear" data-mean="–"' in page
@@ -216,7 +215,8 @@ def test_a_30_model_20_task_page_stays_small():
                           interval=(0.4, 0.7), best_set=i < 3, best_set_p=0.5, provenance=PROVENANCE)
              for i, m in enumerate(models) for j, t in enumerate(tasks)}
     report = Report(source="out/leaderboard.csv", tasks=tasks, metrics=dict.fromkeys(tasks, "balanced_accuracy"),
-                    models=models, cells=cells, floors={t: (models[-1], 0.5) for t in tasks},
+                    models=models, cells=cells, floors={(models[0], t): (models[-1], 0.5) for t in tasks},
+                    random_init={models[-1]: [models[0]]},
                     overall=[(m, i + 1.0, (i + 1.0, i + 3.0)) for i, m in enumerate(models)])
     page = html_report(report)
     assert len(page.encode()) < 5_000_000
@@ -237,4 +237,5 @@ def test_the_cli_writes_a_report_of_two_real_models(tmp_path):
     assert models == {"test_vit+random-init+pooling=cls", "test_vit+random-init+pooling=mean_patch"}
     assert "<script" not in page and "http://" not in page and "https://" not in page
     assert not re.search(r"\bnan\b", page, re.IGNORECASE) and not parse(page).errors
-    assert 'class="floor"' in page and 'id="calibration"' in page and "<summary>" in page
+    # Two random-init models and no pretrained one: neither is a floor of a model shown (issue 49).
+    assert "random-init (no model of its own here)" in page and 'id="calibration"' in page and "<summary>" in page
