@@ -176,7 +176,7 @@ def test_budget_gate_refuses_before_any_extraction(cluster, tmp_path):
     assert rc == 3, _tail(tmp_path, job)  # evalsuite.errors.EXIT_REFUSE, also the job's exit code
     assert re.search(r"^decision: refuse ", log, re.M)
     # the planned and the available bytes, as evalsuite states them
-    reason = re.search(r"evalsuite: error: budget: .*working set needs ([\d.]+) GiB but usable ([\d.]+) MiB "
+    reason = re.search(r"evalsuite: error: (?:RAM )?budget: .*working set needs ([\d.]+) GiB but usable ([\d.]+) MiB "
                        r"\(--mem 1\.00 GiB less 256\.00 MiB margin\)", log)
     assert reason, _tail(tmp_path, job)
     assert float(reason.group(1)) > 3 and float(reason.group(2)) == 768

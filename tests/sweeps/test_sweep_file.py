@@ -133,7 +133,7 @@ def test_bad_seeds(folder, seeds):
 
 def test_bad_precision(folder):
     path = _sweep_with(folder, precision="fp8")
-    _expect_error(folder, path, str(path), "precision 'fp8'", "auto, bf16, fp16, fp32")
+    _expect_error(folder, path, str(path), "precision 'fp8'", "auto, device, bf16, fp16, fp32")
 
 
 # ---- the file itself
