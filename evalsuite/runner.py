@@ -17,7 +17,9 @@ from evalsuite.metrics.group_robustness import DEFAULT_K as GROUP_K
 from evalsuite.metrics.group_robustness import usable_k
 from evalsuite.metrics.seed_mean import TEST_DRAWS, seed_mean_intervals
 from evalsuite.models.backbones import build_backbone
+from evalsuite.probes import PROBES
 from evalsuite.probes._validate import check_regression_splits, check_two_classes_per_split, regression_target_names
+from evalsuite.probes.base import splits_read
 from evalsuite.probes.fit_and_score import group_robustness_result, run_probe
 from evalsuite.probes.recipes import checked_recipes, run_recipes
 from evalsuite.probes.retrieval_texts import with_retrieval_texts
@@ -88,7 +90,8 @@ def _run(config: RunConfig, dist, device, builds=None) -> dict | None:
         result.pop(TEST_DRAWS, None)
     probe_results = merge_folds([s.probe_results for s in scored]) if folds else last.probe_results
     split_sizes = merged_sizes([s.split_sizes for s in scored]) if folds else last.split_sizes
-    extracted = {split: sum(sum(s.features.extracted_per_rank[split]) for s in scored) for split in SPLITS}
+    extracted = {split: sum(sum(s.features.extracted_per_rank[split]) for s in scored)
+                 for split in SPLITS if split in last.features.extracted_per_rank}
     record = run_record(config, card, backbone, probe_results, extracted, timings, device,
                         used_precision(config, backbone, device))
     if mean_intervals:  # the interval of each several-seed mean the summary shows (metrics/seed_mean.py)
@@ -137,9 +140,34 @@ class _Scored:
     probes_s: float
 
 
+def probe_splits(recipes: list, folds: int | None = None) -> tuple:
+    """The splits a run extracts: those its probes read (probes.base.splits_read; the group index reads test). A
+    cross-validated task keeps all three in every fold: its rows are merged over folds split by split."""
+    if folds:
+        return SPLITS
+    read = {split for recipe in recipes for split in splits_read(PROBES[recipe.probe], recipe.params, recipe.context)}
+    return tuple(split for split in SPLITS if split in read | {"test"})
+
+
+class _ReadSplits(dict):
+    """The splits one probe reads, of those extracted; a split it does not read is (None, None) when asked for (a
+    zero-shot probe's `fit` is handed train and never reads it) and is not scored (not among `items()`)."""
+
+    def __missing__(self, split):
+        return None, None
+
+
+def _probe_data(recipe, split_data: dict, folds: int | None) -> dict:
+    if folds:
+        return split_data
+    reads = splits_read(PROBES[recipe.probe], recipe.params, recipe.context)
+    return _ReadSplits({split: data for split, data in split_data.items() if split in reads})
+
+
 def _score(config, card, reader, backbone, device, dist, recipes, test_sites) -> _Scored | None:
     started = time.perf_counter()
-    features = prepare_features(config, card, reader, backbone, device, dist)
+    folds = getattr(reader, "cv_folds", None)
+    features = prepare_features(config, card, reader, backbone, device, dist, probe_splits(recipes, folds))
     split_data = features.splits
     if not dist.is_main:
         return None
@@ -153,7 +181,8 @@ def _score(config, card, reader, backbone, device, dist, recipes, test_sites) ->
     probe_results = []
     for number, (recipe, seed) in enumerate(fits, 1):  # progress lines say which fit of the run's grid they are
         with progress.labelled(f"{recipe.name} seed {seed}, fit {number}/{len(fits)}{_fold_label(reader)}"):
-            probe_results.append(run_probe(recipe, card, split_data, device, seed, test_clusters))
+            probe_results.append(run_probe(recipe, card, _probe_data(recipe, split_data, folds), device, seed,
+                                           test_clusters))
     if test_sites is not None:
         probe_results.append(group_robustness_result(card, split_data["test"], test_sites, test_clusters, device,
                                                       config.seeds[0]))

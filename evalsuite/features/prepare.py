@@ -2,18 +2,19 @@
 
 The plan is made before anything large is allocated. The row shape it needs comes from the
 manifests when every split is cached, otherwise from one real forward pass on one sample.
+
+A run extracts only the splits its probes read (`splits`, from probes.base.splits_read: a zero-shot run with one
+prompt set reads test alone); planning, keys, extraction and the run JSON's `samples_extracted` cover those.
 """
 
 import contextlib
 import dataclasses
 import functools
-import hashlib
 import shutil
 import time
 from dataclasses import dataclass
 from pathlib import Path
 
-import numpy as np
 import torch
 
 from evalsuite.errors import EvalsuiteError
@@ -26,16 +27,17 @@ from evalsuite.features.budget import (
     model_bytes,
     probe_working_bytes,
 )
-from evalsuite.features.cache import FeatureCache, cache_key
+from evalsuite.features.cache import FeatureCache
 from evalsuite.features.extract import Preempted, extract_to_cache, place_on_device
 from evalsuite.features.memory_limits import memory_sources
-from evalsuite.features.slide_features import (
-    cache_layout,
-    open_bags,
-    slide_dataset,
-    slide_key_fields,
-    slide_layout,
-    slide_summary,
+from evalsuite.features.slide_features import cache_layout, open_bags, slide_summary
+from evalsuite.features.split_keys import (  # SPLITS and split_aliases are imported from here too
+    SPLITS,
+    datasets_and_keys,
+    key_fields,
+    label_bytes,
+    split_aliases,
+    splits_to_extract,
 )
 from evalsuite.features.throughput import (
     ForwardClock,
@@ -45,16 +47,13 @@ from evalsuite.features.throughput import (
     split_record,
     summarise,
 )
-from evalsuite.models.transforms import build_transform, describe_transform
-from evalsuite.readers import resolve_data_root
+from evalsuite.models.transforms import build_transform
 from evalsuite.runtime import stages
 from evalsuite.runtime.distributed import Dist, shard_bounds
 from evalsuite.runtime.precision import autocast_context, resolve_precision
 from evalsuite.runtime.versions import library_versions
 from evalsuite.tasks.cards import dense_layers
 from evalsuite.tasks.kinds import KINDS
-
-SPLITS = ("train", "val", "test")
 
 
 def feature_fn(backbone, card):
@@ -84,68 +83,13 @@ def used_precision(config, backbone, device) -> str:
     return resolve_precision(config.precision, device, backbone.precision)
 
 
-def _key_fields(config, card, reader, backbone, split: str, precision: str) -> dict:
-    slides = slide_key_fields(config, card, reader, split) if KINDS[card.kind].bags else {}
-    return {**slides,
-        "model": backbone.name, "weights_id": backbone.weights_id,
-        "transform": describe_transform(backbone.data_config), "card": card.name, "card_sha256": card.features_sha256,
-        "data_root": str(resolve_data_root(card, config.data_root).resolve()), "split": split,
-        "feature": KINDS[card.kind].feature, "dtype": "float16", "precision": precision,
-        **({"layers": list(dense_layers(card))} if KINDS[card.kind].dense else {}),
-        **({"pooling": backbone.pooling} if not KINDS[card.kind].dense else {}),
-        # Only where set, so every other cache keeps its key; a VLM's cache of encode_image is not served for it.
-        **({"probe_features": backbone.probe_features} if backbone.probe_features else {}),
-    }
-
-
-def _labels_identity(dataset) -> dict:
-    """The class ids a split caches, as part of its key: a corrected label file gives a new cache, not the old labels.
-
-    Segmentation masks (datasets with a `label_shape`) are left out: hashing them would read every mask on every
-    cached run. Slide caches store no targets (the reader's are read on every run)."""
-    if getattr(dataset, "label_shape", ()):
-        return {}
-    labels = np.asarray(dataset.labels)
-    # Regression targets hash as float64 (casting them to integers would give two target sets one key).
-    labels = np.ascontiguousarray(labels, dtype=np.float64 if np.issubdtype(labels.dtype, np.floating) else np.int64)
-    return {"labels_sha256": hashlib.sha256(labels.tobytes()).hexdigest()}
-
-
-def _label_bytes(dataset, label_shape: tuple) -> int | None:
-    """A split's labels in memory: its masks (one byte per pixel), its float targets, or None (class ids)."""
-    if label_shape:
-        return len(dataset) * int(np.prod(label_shape))
-    labels = getattr(dataset, "labels", None)
-    return int(labels.nbytes) if isinstance(labels, np.ndarray) and labels.ndim == 2 else None
-
-
-def _datasets_and_keys(config, card, reader, cache, transform, fields: dict) -> tuple[dict, dict, dict, dict]:
-    """(datasets, keys, layouts, fields) per split. A slide split's key comes first (its tiling may be cached under
-    it); a tile split's key includes its labels, so its dataset comes first."""
-    if KINDS[card.kind].bags:
-        keys = {split: cache_key(fields[split]) for split in SPLITS}
-        layouts = {split: slide_layout(cache, keys[split], reader, split, config) for split in SPLITS}
-        return {split: slide_dataset(layouts[split], transform) for split in SPLITS}, keys, layouts, fields
-    aliases = split_aliases(reader)  # a split that is another's items (HEST's val is train) shares its cache
-    datasets = {split: reader.dataset(split, transform) for split in SPLITS if split not in aliases}
-    datasets.update({split: datasets[alias] for split, alias in aliases.items()})
-    fields = {split: {**fields[split], **_labels_identity(datasets[split])} for split in SPLITS}
-    keys = {split: cache_key(fields[aliases.get(split, split)]) for split in SPLITS}
-    return datasets, keys, {}, fields
-
-
-def split_aliases(reader) -> dict:
-    """{split: the split whose items and cache it is}: a reader's `split_aliases` (none for most)."""
-    return dict(getattr(reader, "split_aliases", {}))
-
-
 def _row_shape(cache, keys, datasets, features_of, device, precision) -> tuple[tuple, int]:
     """(row shape, forward passes spent finding it)."""
     for key in keys.values():
         manifest = cache.manifest(key)
         if manifest:
             return tuple(manifest["shape"][1:]), 0
-    image, _ = datasets["train"][0]
+    image, _ = next(iter(datasets.values()))[0]
     with torch.inference_mode(), autocast_context(device, precision):
         output = features_of(image.unsqueeze(0).to(device))
     return tuple(output.shape[1:]), 1
@@ -158,26 +102,28 @@ def chunk_rows_for(row_shape, batch_size: int, requested: int | None) -> int:
     return max(batch_size, rows // batch_size * batch_size)
 
 
-def plan_splits(config, card, reader, backbone, device) -> PreparedSplits:
+def plan_splits(config, card, reader, backbone, device, splits=SPLITS) -> PreparedSplits:
+    """The budget plan, keys and datasets of `splits` (default: all three; a run passes the splits its probes read)."""
     config = config.for_device(device.type)  # API callers may leave the device's defaults (workers) unset
     cache = FeatureCache(Path(config.out_dir) / "cache")
     transform = build_transform(backbone.data_config)
     precision = used_precision(config, backbone, device)
-    fields = {split: _key_fields(config, card, reader, backbone, split, precision) for split in SPLITS}
-    datasets, keys, layouts, fields = _datasets_and_keys(config, card, reader, cache, transform, fields)
+    splits = splits_to_extract(reader, splits)
+    fields = {split: key_fields(config, card, reader, backbone, split, precision) for split in splits}
+    datasets, keys, layouts, fields = datasets_and_keys(config, card, reader, cache, transform, fields, splits)
     for split, dataset in datasets.items():
         if len(dataset) == 0:
             raise EvalsuiteError(f"task card {card.path}: split '{split}' has no samples")
     place_on_device(backbone, device)  # before the row-shape pass, the run's first forward
     row_shape, forwards = _row_shape(cache, keys, datasets, feature_fn(backbone, card), device, precision)
     # Segmentation datasets give one mask's shape (uint8); class-id datasets have none (int64 ids).
-    label_shape = tuple(getattr(datasets["train"], "label_shape", ()))
+    label_shape = tuple(getattr(next(iter(datasets.values())), "label_shape", ()))
     aliases = split_aliases(reader)  # an alias holds no cache of its own
     split_plans = [SplitPlan(split, len(datasets[split]), list(row_shape),
                              0 if split in aliases else cache_bytes(len(datasets[split]), row_shape),
                              cache.is_complete(keys[split]),
-                             0 if split in aliases else _label_bytes(datasets[split], label_shape))
-                   for split in SPLITS]
+                             0 if split in aliases else label_bytes(datasets[split], label_shape))
+                   for split in splits]
     chunk_rows = chunk_rows_for(row_shape, config.batch_size, config.chunk_rows)
     plan = make_plan(
         split_plans, memory_sources(config.mem), model_bytes(backbone.model),
@@ -262,14 +208,15 @@ def _extract_split(job: ExtractionJob, split: str, prepared: PreparedSplits) -> 
     return dist.all_gather(forwarded)
 
 
-def prepare_features(config, card, reader, backbone, device, dist=Dist()) -> PreparedFeatures:
-    """Plan, extract what is not cached, and open the caches.
+def prepare_features(config, card, reader, backbone, device, dist=Dist(), splits=SPLITS) -> PreparedFeatures:
+    """Plan, extract what is not cached, and open the caches of `splits` (and of the splits their aliases stand
+    for); the other splits are neither read nor opened, and are absent from the result.
 
     Rank 0 plans and its decision holds for all ranks; every rank extracts its shard of the
     pending chunks; only rank 0 opens the finished caches.
     """
     config = config.for_device(device.type)
-    prepared = plan_splits(config, card, reader, backbone, device)
+    prepared = plan_splits(config, card, reader, backbone, device, splits)
     prepared.plan = dist.broadcast(prepared.plan)
     if prepared.plan.decision == "refuse":
         raise BudgetRefused(f"budget: {prepared.plan.reason}")  # RAM or disk: the plan says which
@@ -277,7 +224,7 @@ def prepare_features(config, card, reader, backbone, device, dist=Dist()) -> Pre
     job = ExtractionJob(config, card, backbone, device, dist, prepared.cache, used_precision(config, backbone, device),
                         feature_fn(backbone, card), prepared.chunk_rows)
     extracted, opened, aliases = {}, {}, split_aliases(reader)
-    for split in SPLITS:
+    for split in prepared.keys:  # SPLITS order: an alias's split comes before it
         key = prepared.keys[split]
         if split in aliases:  # the cache of another split, extracted and opened under that split
             extracted[split] = [0] * dist.world_size
@@ -292,7 +239,7 @@ def prepare_features(config, card, reader, backbone, device, dist=Dist()) -> Pre
                                           prepared.layouts[split]) if prepared.layouts \
                     else job.cache.open(key, prepared.plan.decision)
     slides = {split: slide_summary(layout) for split, layout in prepared.layouts.items()}
-    own = [split for split in SPLITS if split not in aliases]
+    own = [split for split in prepared.keys if split not in aliases]
     throughput = summarise({split: load_split_record(job.cache.folder(prepared.keys[split])) for split in own},
                            sum(len(prepared.datasets[split]) for split in own)) if dist.is_main else {}
     return PreparedFeatures(prepared.plan, opened, extracted, prepared.shape_probe_forwards, slides, throughput,

@@ -21,6 +21,7 @@ import torch
 from evalsuite.errors import EvalsuiteError
 from evalsuite.models import checkpoints, vlm_conch, vlm_musk
 from evalsuite.models.attention_layout import sequence_first_attention
+from evalsuite.models.extras import install_extra
 from evalsuite.models.vlm_adapters import check_clip_checkpoint, hf_clip_to_open_clip, is_hf_clip
 from evalsuite.models.vlm_keep import create_keep, load_keep_weights
 from evalsuite.models.vlm_registry import BEFORE_PROJECTION, CONCH_MODULES, OPEN_CLIP, TIMM_BERT, TORCHSCALE, VLMSpec
@@ -231,8 +232,7 @@ def import_open_clip():
     try:
         import open_clip
     except ImportError:
-        raise EvalsuiteError("vision-language models need open_clip: pip install 'evalsuite[vlm]' "
-                             "(open-clip-torch)") from None
+        raise EvalsuiteError(f"vision-language models need open_clip (open-clip-torch): {install_extra()}") from None
     return open_clip
 
 

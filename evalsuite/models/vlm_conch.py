@@ -31,6 +31,7 @@ from torch import nn
 
 from evalsuite.errors import EvalsuiteError
 from evalsuite.models import checkpoints
+from evalsuite.models.extras import install_extra
 from evalsuite.models.tokenizer_files import TokenizerFile
 
 TOKENIZER_NAME = "conch_byte_level_bpe_uncased.json"
@@ -173,7 +174,7 @@ def _open_clip_transformer():
     try:
         from open_clip import transformer
     except ImportError:
-        raise EvalsuiteError("model 'conch' needs open_clip: pip install 'evalsuite[vlm]' (open-clip-torch)") from None
+        raise EvalsuiteError(f"model 'conch' needs open_clip (open-clip-torch): {install_extra()}") from None
     return transformer
 
 

@@ -26,6 +26,7 @@ import torch
 
 from evalsuite.errors import EvalsuiteError
 from evalsuite.models import checkpoints
+from evalsuite.models.extras import install_extra
 
 # What KEEP's model code passes to timm.create_model (besides pretrained=False).
 VIT_ARCHITECTURE = "vit_large_patch16_224"
@@ -121,5 +122,5 @@ def _import_libraries():
         import timm
         import transformers
     except ImportError:
-        raise EvalsuiteError("KEEP needs timm and transformers: pip install 'evalsuite[vlm]'") from None
+        raise EvalsuiteError(f"KEEP needs timm and transformers: {install_extra()}") from None
     return timm, transformers

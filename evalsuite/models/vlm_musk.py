@@ -32,6 +32,7 @@ from torch import nn
 
 from evalsuite.errors import EvalsuiteError
 from evalsuite.models import checkpoints
+from evalsuite.models.extras import install_extra
 from evalsuite.models.tokenizer_files import TokenizerFile
 
 INSTALL = "pip install --no-deps torchscale==0.3.0 fairscale==0.4.0"
@@ -112,8 +113,8 @@ def read_tokenizer(path: Path | None):
         import sentencepiece  # noqa: F401
         from transformers import XLMRobertaTokenizer
     except ImportError:
-        raise EvalsuiteError("MUSK's tokenizer needs transformers, sentencepiece and protobuf: "
-                             "pip install 'evalsuite[vlm]'") from None
+        raise EvalsuiteError(f"MUSK's tokenizer needs transformers, sentencepiece and protobuf: {install_extra()}") \
+            from None
     with tempfile.TemporaryDirectory() as folder:
         shutil.copyfile(path, Path(folder) / "sentencepiece.bpe.model")
         try:

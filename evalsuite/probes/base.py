@@ -10,9 +10,14 @@ A recipe's params are checked against the probe's `__init__` signature before an
 (probes/_validate.py, `check_recipe_params`): the annotation is the type, and `PARAM_RULES` names the range of a
 parameter where the type alone does not say it (an integer is a count, >= 1, and a list a grid of distinct values,
 unless a rule says otherwise).
+
+Which splits a probe reads (`splits_read`, from its class attributes) decides which splits a run extracts
+(runner.py): a probe that learns from train is fitted there and scored on every split; one that learns nothing
+(zero-shot) reads test, and val only where val has a choice to make.
 """
 
 import abc
+import inspect
 from dataclasses import dataclass
 
 
@@ -45,12 +50,18 @@ DROPOUT = Bound(0, 1, high_open=True)
 
 
 ALL_BUT_VECTORS = ("class", "mask", "survival")
+SPLITS = ("train", "val", "test")
+PROMPT_SETS = "prompt_sets"  # in `val_chooses_among`: the card's zeroshot: template sets (the class texts' keys)
 
 
 class FittedProbe(abc.ABC):
     inputs = "vectors"  # what it reads: "vectors" [N, D], "tokens" [N, h, w, D] or "bags" (features.bags.SlideBags)
     targets = ALL_BUT_VECTORS  # the task kinds' `target`s it learns (tasks/kinds.py); regression probes: ("vector",)
     chooses_on_val = True  # whether val picks its hyper-parameters (refused where val is another split's items)
+    # Whether the probe reads train (fits on it, or searches it). False (zero-shot): train is neither extracted nor
+    # scored for it, and val only where `val_chooses_among` leaves more than one choice (`splits_read`).
+    learns_from_train = True
+    val_chooses_among: tuple = ()  # recipe parameters (lists) and/or PROMPT_SETS whose combinations val chooses from
     PARAM_RULES: dict = {}  # {recipe parameter: Bound} where the type alone does not say the range
     seed: int
     selected_params_: dict
@@ -64,6 +75,8 @@ class SplitScoringProbe(abc.ABC):
     inputs = "vectors"
     targets = ALL_BUT_VECTORS
     chooses_on_val = True
+    learns_from_train = True  # as FittedProbe's
+    val_chooses_among: tuple = ()
     PARAM_RULES: dict = {}
     seed: int
     selected_params_: dict
@@ -72,3 +85,30 @@ class SplitScoringProbe(abc.ABC):
     @abc.abstractmethod
     def evaluate(self, split_data: dict, split: str = "test") -> tuple[dict, dict]:
         """({metric: value}, {metric: [low, high]}) on `split` of {split: (features, labels)}."""
+
+
+def splits_read(probe_class, params: dict, context: dict) -> tuple:
+    """The splits a probe of `probe_class` with recipe `params` and run `context` reads, in SPLITS order.
+
+    A probe that learns from train reads all three (fitted on train, chosen on val, scored on each). One that does
+    not (zeroshot, mizero, text_retrieval) reads test, and val when val chooses among more than one combination of
+    `val_chooses_among`: the card's prompt sets (PROMPT_SETS, counted in the class texts of `context`) and the
+    recipe's list parameters (mizero's `topj`; a parameter the recipe leaves out counts its default)."""
+    if probe_class.learns_from_train:
+        return SPLITS
+    choices = 1
+    for name in probe_class.val_chooses_among:
+        choices *= _choice_count(probe_class, name, params, context)
+    return ("val", "test") if choices > 1 else ("test",)
+
+
+def _choice_count(probe_class, name: str, params: dict, context: dict) -> int:
+    if name == PROMPT_SETS:
+        texts = context.get("class_texts")
+        return len(texts.embeddings) if texts is not None else 1
+    if name in params:
+        value = params[name]
+    else:
+        default = inspect.signature(probe_class.__init__).parameters.get(name)
+        value = default.default if default is not None else None
+    return len(value) if isinstance(value, (list, tuple)) else 1

@@ -20,7 +20,7 @@ import torch
 from evalsuite.errors import EvalsuiteError
 from evalsuite.metrics.classification import METRICS
 from evalsuite.probes._validate import require_texts
-from evalsuite.probes.base import FittedProbe
+from evalsuite.probes.base import PROMPT_SETS, FittedProbe
 from evalsuite.probes.cox import check_slide_targets
 
 DEFAULT_TOPJ = (1, 5, 10, 50, 100)  # CONCH's run_mizero default
@@ -53,6 +53,7 @@ class MIZeroProbe(FittedProbe):
     maps_images_to_joint = True  # applies class_texts.image_to_joint to each bag, as CONCH's forward_project
     chooses_on_val = True  # K (and the prompt set) are chosen on val
     learns_from_train = False
+    val_chooses_among = (PROMPT_SETS, "topj")  # one prompt set and one K: val is neither read nor extracted
 
     def __init__(self, num_classes: int, topj: int | list[int] = DEFAULT_TOPJ, class_texts=None,
                  device: torch.device | str = "cpu", seed: int = 0):

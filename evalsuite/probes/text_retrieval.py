@@ -58,7 +58,7 @@ class TextRetrievalProbe(SplitScoringProbe):
     maps_images_to_joint = True  # applies texts.image_to_joint to every batch of cached rows
     targets = ("class",)
     chooses_on_val = False
-    learns_from_train = False
+    learns_from_train = False  # reads the test split only (base.splits_read)
     accepts_clusters = True  # the runner passes the reader's clusters (patients) for the bootstrap
     interval_unit = "image"
 

@@ -14,7 +14,7 @@ import torch
 
 from evalsuite.metrics.classification import METRICS
 from evalsuite.probes._validate import check_features_labels, require_texts
-from evalsuite.probes.base import FittedProbe
+from evalsuite.probes.base import PROMPT_SETS, FittedProbe
 from evalsuite.probes.batches import iter_float32_batches
 
 ZERO_SHOT = "nothing (zero-shot)"  # selected_params' `trained_on`: how results tell a zero-shot row
@@ -24,9 +24,11 @@ class ZeroShotProbe(FittedProbe):
     reads_class_texts = True  # the runner hands it the card's class text embeddings (probes/class_texts.py)
     maps_images_to_joint = True  # applies class_texts.image_to_joint to every batch of cached rows
     targets = ("class",)
-    # Val is a choice between prompt sets only where a card offers several; with one set it is never read.
+    # Val is a choice between prompt sets only where a card offers several; with one set it is never read, nor
+    # extracted (base.splits_read): a run of this probe alone embeds the test split only.
     chooses_on_val = False
     learns_from_train = False
+    val_chooses_among = (PROMPT_SETS,)
 
     def __init__(self, num_classes: int, batch_size: int = 4096, class_texts=None,
                  device: torch.device = torch.device("cpu"), seed: int = 0):

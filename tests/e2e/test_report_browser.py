@@ -1,7 +1,7 @@
 """`evalsuite report`'s HTML page as a browser shows it: real runs, the real command, headless Chromium.
 
 One output folder is built once for the module by the README's documented command, scripts/readme_screenshot.py
-(the demo tasks with shipped probes, efficientnet_lite0_imagenet pretrained and test_vit --random-init, seeds 0 and 1;
+(the demo tasks with shipped probes, efficientnet_lite0_imagenet pretrained and with --random-init, seeds 0 and 1;
 its docstring lists them): it runs them, writes OUT/report.html with `evalsuite report --out OUT` and saves the
 whole page as PNG, here into the test's tmp folder instead of docs/img/report_overview.png. The PNG must be the page
 (at least the 1280 px window wide, taller than one screen) and not blank. Chromium then loads the page from its

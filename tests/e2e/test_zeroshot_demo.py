@@ -61,10 +61,18 @@ def test_leaderboard_rows_of_the_zeroshot_run_carry_intervals(runs):
     assert (test["ci_low"] <= test["value"] + 1e-9).all() and (test["value"] <= test["ci_high"] + 1e-9).all()
 
 
-def test_the_linear_run_of_the_same_model_reuses_the_image_caches(runs):
+def test_the_zero_shot_demo_extracts_the_test_split_only(runs):
+    """The README's and docs/zeroshot.md's offline command: 112 test tiles embedded, not the demo's 551 (issue 49)."""
+    out, zeroshot, _ = runs
+    record = run_record(out, zeroshot)
+    assert record["samples_extracted"] == {"test": 112} and set(record["cache"]["keys"]) == {"test"}
+    assert record["distributed"]["samples_extracted_per_rank"] == {"test": [112]}
+
+
+def test_the_linear_run_of_the_same_model_reuses_the_test_cache_and_extracts_the_rest(runs):
     out, zeroshot, linear = runs
-    assert run_record(out, zeroshot)["cache"]["keys"] == run_record(out, linear)["cache"]["keys"]
-    assert sum(run_record(out, linear)["samples_extracted"].values()) == 0
+    assert run_record(out, linear)["cache"]["keys"]["test"] == run_record(out, zeroshot)["cache"]["keys"]["test"]
+    assert run_record(out, linear)["samples_extracted"] == {"train": 333, "val": 106, "test": 0}
 
 
 def test_compare_of_the_zeroshot_run_against_a_linear_probe_of_the_same_model(runs):

@@ -57,6 +57,7 @@ from evalsuite.readers.demo.demo_slide_pieces import (
     slide_stain,
     stained,
 )
+from evalsuite.runtime import stages
 from evalsuite.storage.fsio import exclusive_lock, fsync_dir
 from evalsuite.tasks.resources import shipped_data_dir
 
@@ -94,6 +95,9 @@ def demo_slides_folder() -> Path:
         with exclusive_lock(folder.parent / f".{FOLDER_NAME}.lock"):
             if not (folder / "slides.csv").is_file():
                 _remove_stale_builds(folder)
+                # Said once, on the build: where the 28 MB go, and how to move them (a run reads them from there).
+                stages.say(f"building the demo slides once, into {folder} (about {BUILD_MB} MB; EVALSUITE_DATA_HOME "
+                           "sets another folder)")
                 build_demo_slides(folder)
     except OSError as exc:
         raise _build_error(folder, exc) from None
