@@ -1,4 +1,4 @@
-"""Does sequence-first attention (evalsuite/models/attention_layout.py) speed up a vision-language image tower?
+"""Does sequence-first attention (evalsuite/models/vision_language/attention_layout.py) speed up a vision-language image tower?
 
 What is measured
 ----------------
@@ -20,9 +20,9 @@ import time
 import torch
 from _shared import format_table, host_tag, machine_line
 
-from evalsuite.models.attention_layout import sequence_first_attention
-from evalsuite.models.vlm import create_open_clip
-from evalsuite.models.vlm_registry import VLMS
+from evalsuite.models.vision_language.attention_layout import sequence_first_attention
+from evalsuite.models.vision_language.entries import VLMS
+from evalsuite.models.vision_language.towers import create_open_clip
 
 
 def _seconds(model, images, bf16: bool, repeats: int) -> tuple[float, torch.Tensor]:

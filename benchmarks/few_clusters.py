@@ -80,7 +80,7 @@ def covers(observed: float, draws: np.ndarray, truth: float, clusters: int | Non
 def leaves_out(observed: np.ndarray, draws: np.ndarray, left_out: np.ndarray, clusters: int | None,
                seed: int = 0) -> set:
     """The models the 95 % set leaves out: before (`clusters` None) from the draws as they are; now as the column
-    statistics do (reporting/column_statistics.py), the wild bootstrap-t up to WILD_MAX_CLUSTERS."""
+    statistics do (reporting/statistics/column_statistics.py), the wild bootstrap-t up to WILD_MAX_CLUSTERS."""
     wild = clusters is not None and clusters <= WILD_MAX_CLUSTERS
     found = model_confidence_set(dict(enumerate(observed)), dict(enumerate(draws.T)), until_alpha=True,
                                  clusters=clusters, left_out=dict(enumerate(left_out.T)) if wild else None, seed=seed)

@@ -83,6 +83,8 @@ def in_child(name: str, batch_size: int, mode: str, tiles: int) -> dict:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--tiles", type=int, default=400, help="tiles timed per row (default 400)")
+    parser.add_argument("--batch-sizes", default=",".join(map(str, BATCH_SIZES)),
+                        help="comma-separated batch sizes (default 16,32; the smoke test times one)")
     parser.add_argument("--child", default=None, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
@@ -92,7 +94,7 @@ def main() -> int:
     print(host_tag())
     rows = []
     for name in MODELS:
-        for size in BATCH_SIZES:
+        for size in (int(size) for size in args.batch_sizes.split(",")):
             timed = {mode: in_child(name, size, mode, args.tiles) for mode in MODES}
             ratio = timed["default"]["ms_per_tile"] / timed["reused"]["ms_per_tile"]
             rows += [[name, size, mode, f"{m['ms_per_tile']:.2f}", f"{m['system_s']:.2f}", m["faults"],

@@ -4,7 +4,7 @@ What is measured
 ----------------
 One float16 feature matrix (``--samples`` x ``--dim``, random, with random labels over
 ``--classes``) is the training set of a linear probe. The training step is the same code for
-every source, and it is the probe's own: ``evalsuite.probes.linear_heads.LinearHeads.step``
+every source, and it is the probe's own: ``evalsuite.probes.pooled.linear_heads.LinearHeads.step``
 with ``--heads`` heads (1 by default; 12 is the lr x weight-decay grid ``probes/linear.yaml``
 trains in one pass) stacked into one weight, the class-balanced cross-entropy summed over the
 heads, backward, one Adam step (L2 weight decay).
@@ -108,11 +108,11 @@ def make_dataset(features: np.ndarray, labels: np.ndarray):
 
 
 def new_train_step(args, labels: np.ndarray, device):
-    """evalsuite's own linear-probe step (probes/linear_heads.py), as LinearProbe builds it."""
+    """evalsuite's own linear-probe step (probes/pooled/linear_heads.py), as LinearProbe builds it."""
     import torch
 
-    from evalsuite.probes.linear import balanced_class_weights
-    from evalsuite.probes.linear_heads import LinearHeads
+    from evalsuite.probes.pooled.linear import balanced_class_weights
+    from evalsuite.probes.pooled.linear_heads import LinearHeads
 
     grid = [GRID[i % len(GRID)] for i in range(args.heads)]
     heads = LinearHeads(args.dim, args.classes, grid, device, torch.Generator().manual_seed(args.seed),

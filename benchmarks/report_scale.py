@@ -4,14 +4,14 @@ What is measured
 ----------------
 A synthetic ``--out`` folder in the formats a run writes, built with the real writers:
 
-- ``leaderboard.csv``: one batch per run through ``evalsuite.reporting.leaderboard.rows_from_record`` and
+- ``leaderboard.csv``: one batch per run through ``evalsuite.results.leaderboard.rows_from_record`` and
   ``append_rows`` (the run's code path): every probe x seed x split (train, val, test) x metric (balanced_accuracy,
   f1_macro, accuracy, auroc_macro_ovr, ece, mce, brier, nll), with test intervals and the cost columns;
 - ``runs/<run_id>.predictions.npz``: the test class probabilities of every probe and seed through
-  ``evalsuite.reporting.predictions.save_predictions``; every other task names patient clusters (10 items each);
-- ``runs/<run_id>.json``: a minimal run record with what ``evalsuite.reporting.report_data`` reads (run_id,
+  ``evalsuite.results.predictions.save_predictions``; every other task names patient clusters (10 items each);
+- ``runs/<run_id>.json``: a minimal run record with what ``evalsuite.reporting.page.data`` reads (run_id,
   timestamp_utc, seeds, config, task, model, versions, cache.keys, device, precision, probes, throughput), written
-  by ``evalsuite.reporting.results.write_run_json``.
+  by ``evalsuite.results.run_json.write_run_json``.
 
 One run per model x task (all seeds in it, as ``--seeds 0,1,2,3,4`` makes), probes ``linear`` and ``knn`` (so the
 wide table chooses one on val). ``--tasks`` tasks of ``--items`` test (and val) items and ``--classes`` classes,
@@ -23,7 +23,7 @@ mean something; each seed adds its own noise. The metric values are the benchmar
 take many minutes), the calibration metrics are ``evalsuite.metrics.calibration``'s; test intervals are +-1.96
 binomial standard errors, not a bootstrap: the report only shows them.
 
-Then, timed: ``evalsuite.reporting.report_data.collect`` and ``evalsuite.reporting.report_html.html_report``
+Then, timed: ``evalsuite.reporting.page.data.collect`` and ``evalsuite.reporting.page.html.html_report``
 in this process (imports excluded), and ``python -m evalsuite report --out DIR`` in a fresh process (wall time,
 imports included: what a user waits; and its peak RSS). The page's size is that of the CLI's ``report.html``.
 
@@ -130,9 +130,9 @@ def model_names(count: int) -> list:
 
 def build(out: Path, size: dict) -> dict:
     """Write the folder; returns {runs, rows, predictions_bytes}."""
-    from evalsuite.reporting.leaderboard import LEADERBOARD_FILE, append_rows, rows_from_record
-    from evalsuite.reporting.predictions import save_predictions
-    from evalsuite.reporting.results import write_run_json
+    from evalsuite.results.leaderboard import LEADERBOARD_FILE, append_rows, rows_from_record
+    from evalsuite.results.predictions import save_predictions
+    from evalsuite.results.run_json import write_run_json
     rng = np.random.default_rng(0)
     versions = versions_field()
     models, seeds = model_names(size["models"]), list(range(size["seeds"]))
@@ -199,8 +199,8 @@ def build(out: Path, size: dict) -> dict:
 # --- the measurements -------------------------------------------------------------------------------------------------
 
 def time_in_process(out: Path) -> dict:
-    from evalsuite.reporting.report_data import collect
-    from evalsuite.reporting.report_html import html_report
+    from evalsuite.reporting.page.data import collect
+    from evalsuite.reporting.page.html import html_report
 
     started = time.perf_counter()
     report = collect(out)

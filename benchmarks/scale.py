@@ -19,12 +19,12 @@ opened caches included: ``ram`` mode holds the splits in RAM) is its own; the ti
 - ``retrieval``: ``RetrievalProbe(**load_recipe("retrieval").params).evaluate(split_data, "test")``;
 - ``bootstrap``: ``evalsuite.metrics.intervals.bootstrap_intervals`` of the test labels and a probability matrix;
 - ``calibration``: ``evalsuite.metrics.calibration.calibration_metrics`` of the same;
-- ``ranks``: what ``evaluate --compare`` and the rank intervals do (evalsuite/reporting/compare.py): one
+- ``ranks``: what ``evaluate --compare`` and the rank intervals do (evalsuite/reporting/statistics/compare.py): one
   ``ItemScorer`` per model (``RANK_MODELS`` models, balanced accuracy), ``per_draw_scores`` (1000 draws),
   ``ranks_from_scores`` and ``paired_result`` of the first two;
 - ``abmil`` / ``meanpool``: ``ABMILProbe`` / ``MeanPoolProbe`` with their recipes' params, ``fit`` on the slide
   bags (``features.bags.SlideBags`` over the opened slide cache) with val selection, then ``predict_proba(test)``;
-- ``leaderboard``: ``evalsuite.reporting.leaderboard.read_rows`` and ``evalsuite.reporting.wide.build_wide_table``
+- ``leaderboard``: ``evalsuite.results.leaderboard.read_rows`` and ``evalsuite.reporting.table.wide.build_wide_table``
   on a leaderboard built by benchmarks/report_scale.py's ``build`` (its --quick size with ``--sizes quick``, else its
   full 30 models x 20 tasks x 5 seeds); run once, with the first size given.
 
@@ -337,8 +337,8 @@ class Stage:
 def run_leaderboard(stage: Stage) -> None:
     from report_scale import FULL, QUICK, build
 
-    from evalsuite.reporting.leaderboard import read_rows
-    from evalsuite.reporting.wide import build_wide_table
+    from evalsuite.reporting.table.wide import build_wide_table
+    from evalsuite.results.leaderboard import read_rows
 
     out_dir = Path(stage.job["root"]) / "leaderboard"
     built = build(out_dir, QUICK if stage.job["size_name"] == "quick" else FULL)
@@ -391,7 +391,7 @@ def run_tile_probe(stage: Stage, name: str) -> None:
     row, params, out = dim * 2, load_recipe(name).params, stage.out
     started = time.perf_counter()
     if name == "linear":
-        from evalsuite.probes.linear import LinearProbe
+        from evalsuite.probes.pooled.linear import LinearProbe
         probe = LinearProbe(classes, **params).fit(train_x, train_y, val_x, val_y, "balanced_accuracy")
         heads = len(probe.grid)
         out["flops"] = probe.epochs * 4.0 * n * dim * classes * heads + 2.0 * nv * dim * classes * heads
@@ -400,7 +400,7 @@ def run_tile_probe(stage: Stage, name: str) -> None:
                               * (n // probe.batch_size))
         out["note"] = f"val balanced acc {probe.selected_params_['val_balanced_accuracy']:.3f}"
     elif name == "knn":
-        from evalsuite.probes.knn import KNNProbe
+        from evalsuite.probes.pooled.knn import KNNProbe
         probe = KNNProbe(classes, **params).fit(train_x, train_y, val_x, val_y, "balanced_accuracy")
         probe.predict_proba(test_x)
         batches = math.ceil(nv / probe.batch_size) + math.ceil(nt / probe.batch_size)  # each reads the bank
@@ -408,7 +408,7 @@ def run_tile_probe(stage: Stage, name: str) -> None:
         out["read_unique"], out["read_total"] = (n + nv + nt) * row, (batches * n + nv + nt) * row
         out["note"] = f"k {probe.k_}, val balanced acc {probe.selected_params_['val_balanced_accuracy']:.3f}"
     elif name == "fewshot":
-        from evalsuite.probes.fewshot import FewShotProbe
+        from evalsuite.probes.pooled.fewshot import FewShotProbe
         probe = FewShotProbe(classes, **params)
         means, _ = probe.evaluate({"train": (train_x, train_y), "test": (test_x, test_y)}, "test")
         sets, shots = probe.support_sets, probe.shots
@@ -419,7 +419,7 @@ def run_tile_probe(stage: Stage, name: str) -> None:
         out["sort_work"] = len(shots) * sets * classes * nt * math.log2(max(nt, 2))  # AUROC per set and class
         out["note"] = f"{max(shots)}-shot balanced acc {means[f'balanced_accuracy_{max(shots)}shot']:.3f}"
     else:
-        from evalsuite.probes.retrieval import RetrievalProbe
+        from evalsuite.probes.pooled.retrieval import RetrievalProbe
         probe = RetrievalProbe(classes, **params)
         means, _ = probe.evaluate({"train": (train_x, train_y), "test": (test_x, test_y)}, "test")
         out["flops"] = 2.0 * nt * n * dim
@@ -447,7 +447,7 @@ def run_metric(stage: Stage, name: str) -> None:
         from evalsuite.metrics.calibration import calibration_metrics
         calibration_metrics(test_y, probas[0])
         out["mem_bytes"] = probas[0].nbytes
-    else:  # as evalsuite/reporting/compare.py: one scorer per model, the same draws for all
+    else:  # as evalsuite/reporting/statistics/compare.py: one scorer per model, the same draws for all
         from evalsuite.metrics.draw_scores import per_draw_scores
         from evalsuite.metrics.significance import ItemScorer, paired_result, ranks_from_scores
         metric = "balanced_accuracy"
@@ -477,7 +477,7 @@ def run_slide_probe(stage: Stage, name: str) -> None:
     params = load_recipe(name).params
     started = time.perf_counter()
     if name == "abmil":
-        from evalsuite.probes.abmil import ABMILProbe
+        from evalsuite.probes.bags.abmil import ABMILProbe
         probe = ABMILProbe(classes, **params).fit(bags["train"], targets["train"], bags["val"], targets["val"],
                                                   "balanced_accuracy")
         probe.predict_proba(bags["test"])
@@ -490,7 +490,7 @@ def run_slide_probe(stage: Stage, name: str) -> None:
         out["read_total"] = (epochs * (sampled + tiles["val"]) + tiles["test"]) * row
         note = f"{epochs} epochs, val balanced acc {probe.selected_params_['val_balanced_accuracy']:.3f}"
     else:
-        from evalsuite.probes.meanpool import MeanPoolProbe
+        from evalsuite.probes.bags.meanpool import MeanPoolProbe
         probe = MeanPoolProbe(classes, **params).fit(bags["train"], targets["train"], bags["val"], targets["val"],
                                                      "balanced_accuracy")
         probe.predict_proba(bags["test"])

@@ -10,15 +10,16 @@ raises `evalsuite.EvalsuiteError` with a one-line message saying what to do.
 
 from typing import TYPE_CHECKING
 
-__version__ = "0.1.0"
+from evalsuite.version import __version__
+
 __all__ = ["EvalsuiteError", "__version__", "load_leaderboard", "load_wide"]
 # Loaded on first use (PEP 562): `import evalsuite` runs before every command and job, and must not pull in pandas.
-_LAZY = {"load_leaderboard": "evalsuite.reporting.frames", "load_wide": "evalsuite.reporting.frames",
+_LAZY = {"load_leaderboard": "evalsuite.reporting.views.frames", "load_wide": "evalsuite.reporting.views.frames",
          "EvalsuiteError": "evalsuite.errors"}
 
 if TYPE_CHECKING:  # for editors and type checkers, which do not run __getattr__
     from evalsuite.errors import EvalsuiteError
-    from evalsuite.reporting.frames import load_leaderboard, load_wide
+    from evalsuite.reporting.views.frames import load_leaderboard, load_wide
 
 
 def __getattr__(name: str):

@@ -14,8 +14,14 @@ import sys
 import threading
 
 from evalsuite.commands import COMMAND_MODULES
-from evalsuite.errors import (EXIT_BROKEN_PIPE, EXIT_INTERNAL, EXIT_INTERRUPTED, EXIT_TERMINATED, EvalsuiteError,
-                              one_line)
+from evalsuite.errors import (
+    EXIT_BROKEN_PIPE,
+    EXIT_INTERNAL,
+    EXIT_INTERRUPTED,
+    EXIT_TERMINATED,
+    EvalsuiteError,
+    one_line,
+)
 
 # Longest name a run puts under --out: runs/.<run id>.<probe>.seed<N>.reliability.png.<pid>.tmp, cache/<key>/...
 OUT_ROOM_BYTES = 256

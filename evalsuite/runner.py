@@ -21,14 +21,14 @@ from evalsuite.probes import PROBES
 from evalsuite.probes._validate import check_regression_splits, check_two_classes_per_split, regression_target_names
 from evalsuite.probes.base import splits_read
 from evalsuite.probes.fit_and_score import group_robustness_result, run_probe
-from evalsuite.probes.recipes import checked_recipes, run_recipes
-from evalsuite.probes.retrieval_texts import with_retrieval_texts
+from evalsuite.probes.recipes import check_val_choice, run_recipes
+from evalsuite.probes.texts.inputs import with_text_inputs
 from evalsuite.readers import build_reader
-from evalsuite.reporting.beside_run import written_beside_run
-from evalsuite.reporting.commit import commit_run
-from evalsuite.reporting.folds import fold_split, merge_folds, merged_sizes
-from evalsuite.reporting.leaderboard import LEADERBOARD_FILE, check_appendable, rows_from_record
-from evalsuite.reporting.results import run_record
+from evalsuite.results.beside_run import written_beside_run
+from evalsuite.results.commit import commit_run
+from evalsuite.results.folds import fold_split, merge_folds, merged_sizes
+from evalsuite.results.leaderboard import LEADERBOARD_FILE, check_appendable, rows_from_record
+from evalsuite.run_record import run_record
 from evalsuite.runtime import distributed, progress, stages
 from evalsuite.runtime.cpus import use_threads
 from evalsuite.storage.fsio import check_out_folder
@@ -65,8 +65,8 @@ def _run(config: RunConfig, dist, device, builds=None) -> dict | None:
     card = load_card(config.task)
     recipes = run_recipes(config, card)  # a wrong recipe param is refused before the data is read, the model built
     card, reader, backbone = build_task_and_backbone(config, builds, card)
-    recipes = checked_recipes(recipes, card, split_aliases(reader), backbone, config.out_dir, device)
-    recipes = with_retrieval_texts(recipes, card, reader, backbone, config.out_dir, device)  # captions: the reader's
+    check_val_choice(recipes, card, split_aliases(reader))
+    recipes = with_text_inputs(recipes, card, reader, backbone, config.out_dir, device)  # every probe's text inputs
     test_sites = _test_sites(card, reader)  # a card's `group` column must exist before hours of extraction
     folds = getattr(reader, "cv_folds", None)  # cross-validated tasks (HEST) run fold by fold, each checked first
     for fold in range(folds or 1):
@@ -82,7 +82,7 @@ def _run(config: RunConfig, dist, device, builds=None) -> dict | None:
     timings["features_s"] = sum(s.features_s for s in scored)
     timings["probes_s"] = sum(s.probes_s for s in scored)
     last = scored[-1]
-    # A mean over folds has no draws of its own (reporting/folds.py): only an unfolded run's seeds are averaged.
+    # A mean over folds has no draws of its own (results/folds.py): only an unfolded run's seeds are averaged.
     test_unit, test_clusters = last.test_clusters
     clusters = cluster_index(test_clusters, last.split_sizes["test"])[1]
     mean_intervals, mean_notes = seed_mean_intervals(last.probe_results, clusters, test_unit) if not folds else ({}, {})
@@ -98,7 +98,7 @@ def _run(config: RunConfig, dist, device, builds=None) -> dict | None:
         record["intervals_95_seed_mean"] = {"test": mean_intervals}
     if mean_notes:
         record["intervals_95_seed_mean_notes"] = {"test": mean_notes}
-    if not folds:  # what the intervals rest on (a cross-validated task's are the folds', reporting/folds.py)
+    if not folds:  # what the intervals rest on (a cross-validated task's are the folds', results/folds.py)
         record["bootstrap"] = {"unit": test_unit, "clusters": clusters, "draw_seed": task_draw_seed(card.name)}
     features = last.features
     keys = {fold_split(split, n): key for n, s in enumerate(scored) for split, key in s.features.keys.items()} \
@@ -222,7 +222,7 @@ def append_run(out_dir, record: dict, rows: list) -> Path:
     """Append a run's leaderboard rows and move its run JSON into place, or neither; returns the JSON's path.
 
     The run JSON moves into place only once its rows are appended: every run JSON is named by a row. An earlier
-    commit cut short under the same --out is finished or undone first (reporting/commit.py), said on stderr."""
+    commit cut short under the same --out is finished or undone first (results/commit.py), said on stderr."""
     path, notes = commit_run(out_dir, record, rows)
     for note in notes:
         print(f"note: {note}", file=sys.stderr)

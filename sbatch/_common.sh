@@ -209,7 +209,7 @@ def mean(name, split, which=metric):
     values = [v for v in values if isinstance(v, (int, float)) and v == v]
     return sum(values) / len(values) if values else math.nan
 # The probe the leaderboard shows (evalsuite's own choice: metric direction, ties to the lower val NLL); its test mean.
-from evalsuite.reporting.wide import choose_probe
+from evalsuite.reporting.table.wide import choose_probe
 scored = {name: mean(name, "val") for name in entries if not math.isnan(mean(name, "val"))}
 nll = {name: mean(name, "val", "nll") for name in scored if not math.isnan(mean(name, "val", "nll"))}
 best = choose_probe(scored, nll, metric) if scored else next(iter(entries))

@@ -9,7 +9,7 @@ import types
 import pytest
 from conftest import REPO
 
-from evalsuite.models import extras
+from evalsuite.models.vision_language import extras
 from evalsuite.readers.demo import demo_slides
 
 
@@ -54,7 +54,7 @@ def test_the_vlm_message_uses_it(monkeypatch):
     import builtins
 
     from evalsuite.errors import EvalsuiteError
-    from evalsuite.models import vlm
+    from evalsuite.models.vision_language import towers as vlm
 
     real_import = builtins.__import__
     monkeypatch.setattr(builtins, "__import__", lambda name, *args, **kwargs: (_ for _ in ()).throw(ImportError(name))

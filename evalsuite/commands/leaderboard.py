@@ -29,12 +29,12 @@ def add_parser(commands, common) -> None:
 
 
 def main(args) -> None:
-    from evalsuite.reporting.column_statistics import add_column_statistics
-    from evalsuite.reporting.commit import repair_half_commits
-    from evalsuite.reporting.leaderboard import LEADERBOARD_FILE, read_rows
-    from evalsuite.reporting.precisions import mixed_precision_note
-    from evalsuite.reporting.views import markdown_table, text_table, wide_csv_text
-    from evalsuite.reporting.wide import Filters, build_wide_table
+    from evalsuite.reporting.statistics.column_statistics import add_column_statistics
+    from evalsuite.reporting.table.precisions import mixed_precision_note
+    from evalsuite.reporting.table.wide import Filters, build_wide_table
+    from evalsuite.reporting.views.formats import markdown_table, text_table, wide_csv_text
+    from evalsuite.results.commit import repair_half_commits
+    from evalsuite.results.leaderboard import LEADERBOARD_FILE, read_rows
     from evalsuite.storage.fsio import check_file_destination
 
     source = Path(args.out) / LEADERBOARD_FILE
@@ -54,7 +54,7 @@ def main(args) -> None:
         check_file_destination(Path(args.plot), "--plot")
     written = [_write_wide(table, args.out)]
     if args.plot:
-        from evalsuite.reporting.heatmap import save_heatmap
+        from evalsuite.reporting.views.heatmap import save_heatmap
 
         written.append(f"heatmap: {save_heatmap(table, Path(args.plot))}")
     # Printed only once every file is written, so a failure is the only line on stderr.
@@ -68,7 +68,7 @@ def main(args) -> None:
 def _left_out_probe_notes(rows: list, table, filters, metric: str | None) -> list[str]:
     """Why a probe has no cell: none of its rows holds the metric shown (`invariance` rows hold cosine_* and
     *_delta_*, not the headline), so an empty table says what to pass instead of printing nothing."""
-    from evalsuite.reporting.wide import RUN_COLUMN_METRICS
+    from evalsuite.reporting.table.wide import RUN_COLUMN_METRICS
 
     if metric in RUN_COLUMN_METRICS:  # a run's column, present on every row of the run
         return []
@@ -95,7 +95,7 @@ def _some(names: list, most: int = 4) -> str:
 
 def _write_wide(table, out: str) -> str:
     """Where the wide CSV went, or why not: a read-only results folder still has a table to print."""
-    from evalsuite.reporting.views import WIDE_FILE, write_wide_csv
+    from evalsuite.reporting.views.formats import WIDE_FILE, write_wide_csv
 
     try:
         return f"wide table: {write_wide_csv(table, out)}"
@@ -104,9 +104,9 @@ def _write_wide(table, out: str) -> str:
 
 
 def _compare(args, source: Path) -> None:
-    from evalsuite.reporting.compare import compare_models, comparison_text
-    from evalsuite.reporting.leaderboard import read_rows
-    from evalsuite.reporting.wide import Filters, build_wide_table
+    from evalsuite.reporting.statistics.compare import compare_models, comparison_text
+    from evalsuite.reporting.table.wide import Filters, build_wide_table
+    from evalsuite.results.leaderboard import read_rows
 
     if args.split != "test" or args.plot or args.format != "table" or _names(args.model):
         raise EvalsuiteError("--compare A B prints one table on the test split; drop --split, --plot, --format "

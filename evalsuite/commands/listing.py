@@ -29,7 +29,7 @@ def main(args) -> None:
 
 def tasks_table(names: list[str]) -> str:
     """One row per shipped card: its kind and where its data come from, so a user sees which need a download."""
-    from evalsuite.reporting.leaderboard import format_table
+    from evalsuite.reporting.table.text_table import format_table
     from evalsuite.tasks.cards import load_card
 
     body = []
@@ -51,24 +51,23 @@ def _data_source(data_root: str | None) -> str:
 
 def models_table() -> str:
     """One row per registry model: what a user needs to pick one and to compare embeddings."""
-    from evalsuite.models.registry import MODELS
-    from evalsuite.models.vlm_registry import VLMS
-    from evalsuite.reporting.leaderboard import format_table
+    from evalsuite.models.registry import IMAGE, VISION_LANGUAGE, of_kind
+    from evalsuite.reporting.table.text_table import format_table
 
     header = ["name", "kind", "embed dim", "tokens", "patch", "input", "licence; access"]
-    body = [[spec.name, "image", str(spec.embed_dim), _tokens(spec), f"{spec.patch_size_px} px",
-             f"{spec.input_size_px} px", _licence(spec)] for spec in MODELS.values()]
+    body = [[spec.name, spec.kind, str(spec.embed_dim), _tokens(spec), f"{spec.patch_size_px} px",
+             f"{spec.input_size_px} px", _licence(spec)] for spec in of_kind(IMAGE).values()]
     # A vision-language model's probes read its image embedding in the joint space, or the features before its image
     # projection where the model prescribes those (docs/zeroshot.md); its text side is what the zeroshot probe needs,
     # so the context length is shown where token facts go.
     body += [[spec.name, spec.kind, str(spec.embed_dim), f"{_vlm_image_output(spec)}; text "
               f"{spec.context_length_tokens} tokens", "-", f"{spec.pretrained_cfg.input_size_px} px", _licence(spec)]
-             for spec in VLMS.values()]
+             for spec in of_kind(VISION_LANGUAGE).values()]
     return format_table(header, body)
 
 
 def _vlm_image_output(spec) -> str:
-    from evalsuite.models.vlm_registry import BEFORE_PROJECTION
+    from evalsuite.models.vision_language.entries import BEFORE_PROJECTION
 
     return "image features before projection" if spec.probe_features == BEFORE_PROJECTION else "image embedding"
 

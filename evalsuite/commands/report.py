@@ -29,8 +29,8 @@ def _names(values: list) -> tuple:
 
 
 def main(args) -> None:
-    from evalsuite.reporting.report_data import collect
-    from evalsuite.reporting.wide import Filters
+    from evalsuite.reporting.page.data import collect
+    from evalsuite.reporting.table.wide import Filters
     from evalsuite.storage.fsio import check_file_destination
 
     target = Path(args.html) if args.html else Path(args.out) / REPORT_FILE
@@ -38,15 +38,15 @@ def main(args) -> None:
         check_file_destination(target, "--html")  # refused before any work
     report = collect(Path(args.out), Filters(tasks=_names(args.task), models=_names(args.model)))
     if args.format == "markdown":
-        from evalsuite.reporting.report_text import markdown_report
+        from evalsuite.reporting.page.text import markdown_report
 
         print(markdown_report(report))
     elif args.format == "latex":
-        from evalsuite.reporting.report_text import latex_report
+        from evalsuite.reporting.page.text import latex_report
 
         print(latex_report(report))
     else:
-        from evalsuite.reporting.report_html import html_report
+        from evalsuite.reporting.page.html import html_report
         from evalsuite.storage.fsio import fs_errors, write_atomically
 
         page = html_report(report)

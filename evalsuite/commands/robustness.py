@@ -30,7 +30,7 @@ def main(args) -> None:
     from evalsuite.tasks.cards import load_card
 
     check_task_kind(load_card(args.task))  # a segmentation or slide task is refused before torch loads
-    from evalsuite.reporting.leaderboard import format_table
+    from evalsuite.reporting.table.text_table import format_table
     from evalsuite.robustness.invariance import evaluate, table_rows
 
     record = evaluate(config, transforms, args.seed)

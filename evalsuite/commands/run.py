@@ -53,8 +53,8 @@ def main(args) -> None:
     from evalsuite.runtime.stages import say
 
     say(f"run: task {config.task}, model {config.model}: importing torch, building the task and the backbone")
-    from evalsuite.reporting.commit import repair_half_commits
-    from evalsuite.reporting.summary import summary_lines
+    from evalsuite.reporting.views.summary import summary_lines
+    from evalsuite.results.commit import repair_half_commits
     from evalsuite.runner import run
 
     for note in repair_half_commits(config.out_dir):  # a run killed while committing, said before hours of work
@@ -67,7 +67,7 @@ def main(args) -> None:
     print("\n".join(summary_lines(record)))  # one table for all seeds: mean ± std and the test interval
     if record.get("intervals_note"):
         print(f"note: {record['intervals_note']}")
-    from evalsuite.probes.zeroshot import chance_level_note
+    from evalsuite.probes.texts.zeroshot import chance_level_note
 
     if chance_level_note(record):  # a random-init zero-shot run must not read as a model's score
         print(f"note: {chance_level_note(record)}")

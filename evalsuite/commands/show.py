@@ -6,8 +6,8 @@ import shlex
 from pathlib import Path
 
 from evalsuite.config import DEFAULT_OUT
-from evalsuite.reporting.leaderboard import device_hours
-from evalsuite.reporting.summary import summary_lines
+from evalsuite.reporting.views.summary import summary_lines
+from evalsuite.results.leaderboard import device_hours
 
 SPLIT_ORDER = ["train", "val", "test"]
 
@@ -21,7 +21,7 @@ def add_parser(commands, common) -> None:
 
 
 def main(args) -> None:
-    from evalsuite.reporting.results import find_run_json, read_run_json
+    from evalsuite.results.run_json import find_run_json, read_run_json
 
     path = find_run_json(Path(args.out), args.run_id)
     record = read_run_json(path)

@@ -43,7 +43,7 @@ def _load(path):
 
 def main_run(args) -> None:
     from evalsuite.errors import EvalsuiteError, one_line
-    from evalsuite.reporting.leaderboard import LEADERBOARD_FILE, check_appendable
+    from evalsuite.results.leaderboard import LEADERBOARD_FILE, check_appendable
     from evalsuite.storage.fsio import check_out_folder
     from evalsuite.sweeps.spec import check_models
 
@@ -84,8 +84,8 @@ def _finish(sweep, cells, reclaim=(), every_cell_done: bool = False) -> None:
 def _submit(sweep, cells, dry_run: bool, reclaim=()) -> None:
     from evalsuite.sweeps.cells import missing_runs
     from evalsuite.sweeps.limits import read_limits
-    from evalsuite.sweeps.status import cell_states, unchecked_line
     from evalsuite.sweeps.spec import precision_line
+    from evalsuite.sweeps.status import cell_states, unchecked_line
     from evalsuite.sweeps.submit import check_sbatch, check_warning_fits, memory_limit
 
     if not dry_run:

@@ -19,9 +19,9 @@ import urllib.parse
 import urllib.request
 from pathlib import Path
 
-from evalsuite import __version__
 from evalsuite.errors import EvalsuiteError
 from evalsuite.runtime.progress import Progress
+from evalsuite.version import __version__
 
 CHUNK_BYTES = 1 << 20
 MIB = 1 << 20

@@ -31,7 +31,7 @@ DIRECTIONS = {
     # survival (metrics/survival.py), segmentation means (metrics/segmentation.py), group robustness
     "c_index": HIGHER, "dice_fg_mean": HIGHER, "iou_fg_mean": HIGHER, "dice_mean": HIGHER, "iou_mean": HIGHER,
     "robustness_index": HIGHER,
-    # leaderboard columns `--metric` may name (reporting/wide.py RUN_COLUMN_METRICS): images per second
+    # leaderboard columns `--metric` may name (reporting/table/wide.py RUN_COLUMN_METRICS): images per second
     "throughput_img_s": HIGHER, "forward_img_s": HIGHER,
 }
 
@@ -39,7 +39,7 @@ DIRECTIONS = {
 # they are tried: suffixes first, because `dice_mean_fold_std` is a spread, not a Dice score.
 FAMILIES = (
     (None, "_undefined_targets", LOWER),  # regression: how many targets the mean left out as undefined
-    (None, "_fold_std", LOWER),  # cross-validated tasks: the spread over folds (reporting/folds.py), steadier is better
+    (None, "_fold_std", LOWER),  # cross-validated tasks: the spread over folds (results/folds.py), steadier is better
     ("dice_", None, HIGHER), ("iou_", None, HIGHER),  # segmentation: per class, named after the card's classes
     ("retrieval_", None, HIGHER),  # retrieval_acc@k, retrieval_mvacc@k, retrieval_map@k (metrics/retrieval.py)
     ("cosine_", None, HIGHER),  # robustness: clean-to-transformed cosine similarity (mean, median) per transform

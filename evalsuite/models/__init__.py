@@ -1,1 +1,3 @@
-"""Stage 3, the frozen backbone: registry of names, timm/hf-hub/checkpoint loading, pooling, transforms."""
+"""Stage 3, the frozen backbone: one registry of named models (registry.py), its entries grouped by kind (image/,
+vision_language/), and what every kind shares: building (backbones.py, meta_build.py), checkpoints and hub files,
+pooling, transforms, FLOPs."""

@@ -11,7 +11,6 @@ A run may choose another token rule (`--pooling`, a task card's `pooling:`), e.g
 token alone as eva's leaderboard pools Virchow2, H0-mini and Midnight.
 """
 
-import contextlib
 import dataclasses
 import difflib
 from dataclasses import dataclass
@@ -20,9 +19,11 @@ from pathlib import Path
 import torch
 
 from evalsuite.errors import EvalsuiteError
-from evalsuite.models import adapters, checkpoints
-from evalsuite.models.conch_pooler import with_head
+from evalsuite.models import checkpoints
 from evalsuite.models.hub import create_from_hub, download_weights
+from evalsuite.models.image import adapters
+from evalsuite.models.image.architecture import RANDOM_INIT_SEED, create_architecture
+from evalsuite.models.image.entries import ModelSpec
 from evalsuite.models.pooling import (
     CLS,
     CLS_MEAN_PATCH,
@@ -33,12 +34,9 @@ from evalsuite.models.pooling import (
     pooled_dim,
     token_grid,
 )
-from evalsuite.models.registry import MODELS, ModelSpec
-from evalsuite.models.vlm import build_vlm
-from evalsuite.models.vlm_registry import VLMS
+from evalsuite.models.registry import IMAGE, REGISTRY, VISION_LANGUAGE
+from evalsuite.models.vision_language.towers import build_vlm
 from evalsuite.storage.names import weights_label
-
-RANDOM_INIT_SEED = 0
 
 
 @dataclass
@@ -53,8 +51,8 @@ class Backbone:
     num_prefix_tokens: int = 0  # class + register tokens ahead of the patch tokens
     patch_size_px: int | None = None  # None: not a patch-token model (CNN feature maps)
     precision: str | None = None  # compute precision the registry pins for `--precision auto` (None: the device's)
-    text: object = None  # models.vlm.TextTower of a vision-language model (the zeroshot probe's prompts); else None
-    probe_features: str | None = None  # "before_projection" (models/vlm_registry.py): in the cache key; None: the only
+    text: object = None  # models.vision_language.towers.TextTower of a vision-language model (the zeroshot probe's prompts); else None
+    probe_features: str | None = None  # "before_projection" (models/vision_language/entries.py): in the cache key; None: the only
 
     def pooled_features(self, images):
         """[batch, embed_dim] embedding for classification probes."""
@@ -148,13 +146,9 @@ def _token_dim(backbone: Backbone) -> int | None:
 def _build_backbone(name: str, weights: str | None, random_init: bool) -> Backbone:
     if weights and random_init:
         raise EvalsuiteError("--weights and --random-init exclude each other; pass one")
-    if name in MODELS:
-        spec = MODELS[name]
-        model, weights_id = _registry_model(spec, weights, random_init)
-        return spec_backbone(spec, model, weights_id, _label(name, weights, random_init))
-    if name in VLMS:
-        return Backbone(name=name, label=_label(name, weights, random_init),
-                        **build_vlm(VLMS[name], weights, random_init, RANDOM_INIT_SEED))
+    spec = REGISTRY.get(name)
+    if spec is not None:
+        return _BUILDERS[spec.kind](spec, weights, random_init, _label(name, weights, random_init))
     if name.startswith("hf-hub:"):
         model, weights_id = _from_hub_name(name, weights, random_init)
     else:
@@ -166,17 +160,16 @@ def _build_backbone(name: str, weights: str | None, random_init: bool) -> Backbo
                     patch_size_px=_timm_patch_size_px(model))
 
 
-def create_architecture(spec: ModelSpec, device: str | torch.device | None = None) -> torch.nn.Module:
-    """The spec's timm module with seeded random weights; on the meta device it costs no memory."""
-    import timm
+def _image_backbone(spec: ModelSpec, weights: str | None, random_init: bool, label: str) -> Backbone:
+    model, weights_id = _registry_model(spec, weights, random_init)
+    return spec_backbone(spec, model, weights_id, label)
 
-    kwargs = _resolve_layers(spec.timm_kwargs)
-    placement = torch.device(device) if device is not None else contextlib.nullcontext()
-    # A fixed seed makes the random-init baseline (and its cache key) reproducible.
-    with torch.random.fork_rng(devices=[]), placement:
-        torch.manual_seed(RANDOM_INIT_SEED)
-        model = timm.create_model(spec.architecture, pretrained=False, num_classes=0, **kwargs)
-        return with_head(model, spec.head) if spec.head else model
+
+def _vision_language_backbone(spec, weights: str | None, random_init: bool, label: str) -> Backbone:
+    return Backbone(name=spec.name, label=label, **build_vlm(spec, weights, random_init, RANDOM_INIT_SEED))
+
+
+_BUILDERS = {IMAGE: _image_backbone, VISION_LANGUAGE: _vision_language_backbone}  # models/registry.py's kinds
 
 
 def spec_backbone(spec: ModelSpec, model: torch.nn.Module, weights_id: str, label: str) -> Backbone:
@@ -218,14 +211,6 @@ def _registry_model(spec: ModelSpec, weights: str | None, random_init: bool):
     hub_files = {"filenames": spec.hub_files} if spec.hub_files else {}
     path = download_weights(spec.name, spec.pretrained_cfg.hub_id, spec.pretrained_cfg.gated, **hub_files)
     return model, load_weights(model, path)
-
-
-def _resolve_layers(kwargs: dict) -> dict:
-    """Layer classes are named in the registry (plain data); timm wants the classes."""
-    from timm.layers import SwiGLUPacked
-
-    layers = {"SwiGLUPacked": SwiGLUPacked, "SiLU": torch.nn.SiLU}
-    return {k: layers[v] if k.endswith("_layer") else v for k, v in kwargs.items()}
 
 
 def _label(name: str, weights: str | None, random_init: bool) -> str:
@@ -278,7 +263,7 @@ def _hub_weights_id(source: str, model: torch.nn.Module) -> str:
 def _unknown_model_message(name: str) -> str:
     import timm
 
-    candidates = list(MODELS) + timm.list_models()
+    candidates = list(REGISTRY) + timm.list_models()
     close = difflib.get_close_matches(name, candidates, n=3)
     hint = f" Did you mean: {', '.join(close)}?" if close else ""
     return (f"unknown model '{name}': not a registry name (see `evalsuite list --models`), a timm architecture, "

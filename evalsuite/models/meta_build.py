@@ -26,9 +26,8 @@ from evalsuite.models.backbones import (
     create_architecture,
     spec_backbone,
 )
-from evalsuite.models.registry import MODELS
-from evalsuite.models.vlm import build_vlm
-from evalsuite.models.vlm_registry import VLMS
+from evalsuite.models.registry import IMAGE, REGISTRY, VISION_LANGUAGE
+from evalsuite.models.vision_language.towers import build_vlm
 from evalsuite.storage.names import weights_label
 
 META_WEIGHTS_ID = "meta:no-weights"  # no cache key may be made from it: a meta plan counts every split as to extract
@@ -46,12 +45,9 @@ def is_meta(backbone: Backbone) -> bool:
 
 def _build(name: str, weights: str | None, random_init: bool) -> Backbone:
     label = f"{name}+random-init" if random_init else weights_label(name, weights) if weights else name
-    if name in MODELS:
-        spec = MODELS[name]
-        return spec_backbone(spec, create_architecture(spec, device="meta"), META_WEIGHTS_ID, label)
-    if name in VLMS:
-        fields = build_vlm(VLMS[name], None, True, RANDOM_INIT_SEED)
-        return Backbone(name=name, label=label, **{**fields, "weights_id": META_WEIGHTS_ID})
+    spec = REGISTRY.get(name)
+    if spec is not None:
+        return _META_BUILDERS[spec.kind](spec, label)
     if name.startswith("hf-hub:"):
         raise EvalsuiteError(f"'{name}': a hub model's architecture is in its repository's config, which cannot be "
                              "read without the hub; plan its timm architecture name instead (--model ARCH)")
@@ -67,3 +63,15 @@ def _build(name: str, weights: str | None, random_init: bool) -> Backbone:
                     weights_id=META_WEIGHTS_ID, label=label,
                     num_prefix_tokens=int(getattr(model, "num_prefix_tokens", 0)),
                     patch_size_px=_timm_patch_size_px(model))
+
+
+def _image_on_meta(spec, label: str) -> Backbone:
+    return spec_backbone(spec, create_architecture(spec, device="meta"), META_WEIGHTS_ID, label)
+
+
+def _vision_language_on_meta(spec, label: str) -> Backbone:
+    fields = build_vlm(spec, None, True, RANDOM_INIT_SEED)
+    return Backbone(name=spec.name, label=label, **{**fields, "weights_id": META_WEIGHTS_ID})
+
+
+_META_BUILDERS = {IMAGE: _image_on_meta, VISION_LANGUAGE: _vision_language_on_meta}  # models/registry.py's kinds

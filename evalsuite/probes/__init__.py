@@ -2,20 +2,24 @@
 
 Every probe takes features through `evalsuite.probes.batches.iter_float32_batches`, so none ever
 holds the whole cache as float32; the slide probes (abmil, meanpool, mizero) read one bag of tiles at a time.
+
+Grouped by what a probe reads: pooled/ ([N, D] vectors), tokens/ (token grids), bags/ (a bag of tiles per slide or
+patient), texts/ (images beside texts, and the text inputs themselves). PROBES maps a recipe's `probe:` to its class;
+a new probe is a class in the folder of what it reads and one line here.
 """
 
-from evalsuite.probes.abmil import ABMILProbe
-from evalsuite.probes.fewshot import FewShotProbe
-from evalsuite.probes.knn import KNNProbe
-from evalsuite.probes.linear import LinearProbe
-from evalsuite.probes.meanpool import MeanPoolProbe
-from evalsuite.probes.mizero import MIZeroProbe
-from evalsuite.probes.retrieval import RetrievalProbe
-from evalsuite.probes.ridge import HestRidgeProbe, RidgeProbe
-from evalsuite.probes.seg_linear import SegLinearProbe
-from evalsuite.probes.seg_masktransformer import SegMaskTransformerProbe
-from evalsuite.probes.text_retrieval import TextRetrievalProbe
-from evalsuite.probes.zeroshot import ZeroShotProbe
+from evalsuite.probes.bags.abmil import ABMILProbe
+from evalsuite.probes.bags.meanpool import MeanPoolProbe
+from evalsuite.probes.bags.mizero import MIZeroProbe
+from evalsuite.probes.pooled.fewshot import FewShotProbe
+from evalsuite.probes.pooled.knn import KNNProbe
+from evalsuite.probes.pooled.linear import LinearProbe
+from evalsuite.probes.pooled.retrieval import RetrievalProbe
+from evalsuite.probes.pooled.ridge import HestRidgeProbe, RidgeProbe
+from evalsuite.probes.texts.text_retrieval import TextRetrievalProbe
+from evalsuite.probes.texts.zeroshot import ZeroShotProbe
+from evalsuite.probes.tokens.seg_linear import SegLinearProbe
+from evalsuite.probes.tokens.seg_masktransformer import SegMaskTransformerProbe
 
 PROBES = {
     "linear": LinearProbe,

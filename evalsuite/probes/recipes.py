@@ -18,7 +18,7 @@ class ProbeRecipe:
     path: Path
     sha256: str  # of the recipe file's bytes: results name the exact recipe they came from
     # Run-time inputs handed to the probe beside `params` and not recorded as the recipe (the zeroshot probe's
-    # class text embeddings, evalsuite.probes.class_texts).
+    # class text embeddings, evalsuite.probes.texts.class_texts).
     context: dict = field(default_factory=dict, compare=False)
 
 
@@ -54,13 +54,6 @@ def run_recipes(config, card) -> list:
     return [check_recipe_fits(load_recipe(name), card) for name in (config.probes or card.probes)]
 
 
-def checked_recipes(recipes: list, card, aliases: dict, backbone, out_dir, device) -> list:
-    """`recipes` checked against the reader's split aliases (val), with the class text embeddings the zeroshot
-    probes read."""
-    from evalsuite.probes.class_texts import with_class_texts
-
-    check_val_choice(recipes, card, aliases)
-    return with_class_texts(recipes, card, backbone, out_dir, device)
 
 
 def check_recipe_fits(recipe: ProbeRecipe, card) -> ProbeRecipe:

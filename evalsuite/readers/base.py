@@ -8,7 +8,7 @@ bootstrap; every reader names each sample through `item_ids(split)` (a relative 
 a slide or patient id: readers/item_identity.py), so stored test predictions pair only on the same items. Readers
 that know each sample's site/scanner/stain give `groups_of(split, column)` for a card's `group` field (the
 robustness index, evalsuite.metrics.group_robustness). A cross-validated reader (HEST's patient-level folds,
-readers/spots/hest.py) gives `cv_folds` and `use_fold(k)`: the runner runs every fold (reporting/folds.py);
+readers/spots/hest.py) gives `cv_folds` and `use_fold(k)`: the runner runs every fold (results/folds.py);
 `split_aliases` ({"val": "train"}) names a split that is another's items and cache.
 """
 

@@ -5,7 +5,7 @@ the same items in the same order; labels and clusters alone pass two runs whose 
 same label sequence. Each reader names its items by what identifies them on disk, never by where the data root
 is, so the same data under another root pairs: a file path relative to the root, a row of an array file, a tile's
 origin in its image, a slide or patient id, a spot's barcode. The predictions file stores a hash of each string
-(reporting/predictions.py), so no path is written beside the run.
+(results/predictions.py), so no path is written beside the run.
 """
 
 from pathlib import Path

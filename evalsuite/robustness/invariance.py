@@ -29,10 +29,10 @@ from evalsuite.models.transforms import build_transform
 from evalsuite.probes.fit_and_score import fit_probe
 from evalsuite.probes.recipes import check_recipe_fits, load_recipe
 from evalsuite.readers.batch_decoding import BatchDecoding
-from evalsuite.reporting.leaderboard import LEADERBOARD_FILE, check_appendable, rows_from_record
-from evalsuite.reporting.results import run_record
+from evalsuite.results.leaderboard import LEADERBOARD_FILE, check_appendable, rows_from_record
 from evalsuite.robustness import check_task_kind
 from evalsuite.robustness.perturbations import PERTURBATIONS, perturb
+from evalsuite.run_record import run_record
 from evalsuite.runner import append_run, build_task_and_backbone
 from evalsuite.runtime import distributed
 from evalsuite.runtime.cpus import use_threads

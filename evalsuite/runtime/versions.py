@@ -6,15 +6,15 @@ import platform
 import subprocess
 from pathlib import Path
 
+from evalsuite.version import __version__
+
 
 def library_versions() -> dict:
     import numpy
     import timm
     import torch
 
-    import evalsuite
-
-    return {"evalsuite": evalsuite.__version__, "evalsuite_git": _source_revision(Path(evalsuite.__file__).parent),
+    return {"evalsuite": __version__, "evalsuite_git": _source_revision(Path(__file__).resolve().parents[1]),
             "python": platform.python_version(), "platform": platform.platform(), "torch": torch.__version__,
             "timm": timm.__version__, "numpy": numpy.__version__, "scikit-learn": _installed("scikit-learn")}
 

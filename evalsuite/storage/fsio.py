@@ -72,7 +72,7 @@ def staged(path: Path, action: str | None = None):
             os.replace(staging, path)
     finally:
         # Best effort: on a file system that turned read-only the unlink fails too, and its EROFS must not replace
-        # the one-line error being raised (a later run removes the temp file, reporting.commit).
+        # the one-line error being raised (a later run removes the temp file, results.commit).
         with contextlib.suppress(OSError):
             discard(staging)
 

@@ -15,7 +15,7 @@ from pathlib import Path
 
 from evalsuite.config import RunConfig
 from evalsuite.errors import EvalsuiteError
-from evalsuite.reporting.leaderboard import LEADERBOARD_FILE, read_rows
+from evalsuite.results.leaderboard import LEADERBOARD_FILE, read_rows
 from evalsuite.sweeps.spec import ModelEntry, Sweep, TaskEntry
 from evalsuite.tasks.cards import load_card
 from evalsuite.tasks.resources import find_yaml, read_yaml_mapping, recipes_dir

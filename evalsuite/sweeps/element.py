@@ -14,8 +14,8 @@ from pathlib import Path
 from evalsuite.config import RunConfig
 from evalsuite.errors import EvalsuiteError, one_line
 from evalsuite.features.extract import Preempted
-from evalsuite.reporting.commit import repair_half_commits
-from evalsuite.reporting.leaderboard import LEADERBOARD_FILE, read_rows
+from evalsuite.results.commit import repair_half_commits
+from evalsuite.results.leaderboard import LEADERBOARD_FILE, read_rows
 from evalsuite.sweeps.cells import pairs_present, read_json, runs_for
 from evalsuite.sweeps.state import mark
 

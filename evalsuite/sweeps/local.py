@@ -17,7 +17,7 @@ import traceback
 from evalsuite.errors import EXIT_INTERNAL, EvalsuiteError, one_line
 from evalsuite.features.extract import Preempted
 from evalsuite.models.reuse import ReusedBuilds
-from evalsuite.reporting.commit import repair_half_commits
+from evalsuite.results.commit import repair_half_commits
 from evalsuite.runner import run
 from evalsuite.sweeps.cell_lines import TimeLeft, headline, plan_line
 from evalsuite.sweeps.cells import done_pairs, leaderboard_rows, missing_runs, out_error, sweep_dir, weights_ids

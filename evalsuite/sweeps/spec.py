@@ -17,8 +17,7 @@ from pathlib import Path
 from evalsuite.config import MAX_SEED
 from evalsuite.errors import EvalsuiteError
 from evalsuite.models.pooling import check_token_rule
-from evalsuite.models.registry import MODELS
-from evalsuite.models.vlm_registry import VLMS
+from evalsuite.models.registry import REGISTRY
 from evalsuite.runtime.precision import PRECISIONS
 from evalsuite.storage.names import check_identifier
 from evalsuite.storage.yaml_files import parse_yaml
@@ -256,14 +255,14 @@ def precision_line(sweep: Sweep) -> str:
 
 def _pin(model: str) -> str | None:
     """The precision the registry pins for `model` (what its published numbers need), if any."""
-    spec = MODELS.get(model) or VLMS.get(model)
+    spec = REGISTRY.get(model)
     return getattr(spec, "precision", None)
 
 
 def check_models(sweep: Sweep) -> None:
     """An unknown model name is refused before any cell runs (timm is imported for a name outside the registry)."""
     for entry in sweep.models:
-        if entry.model in MODELS or entry.model in VLMS or entry.model.startswith("hf-hub:"):
+        if entry.model in REGISTRY or entry.model.startswith("hf-hub:"):
             continue
         import timm
 

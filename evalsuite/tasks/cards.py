@@ -15,7 +15,7 @@ from evalsuite.tasks.kinds import DEFAULT_LAYERS, KINDS
 from evalsuite.tasks.resources import cards_dir, find_yaml, read_yaml_mapping
 
 REQUIRED_SPLITS = ("train", "val", "test")
-PROMPTS_FIELD = "zeroshot"  # the card's zero-shot prompts (evalsuite.probes.class_texts)
+PROMPTS_FIELD = "zeroshot"  # the card's zero-shot prompts (evalsuite.probes.texts.class_texts)
 PROMPT_KEYS = ("source", "class_names", "templates")  # what a `zeroshot:` block may hold
 
 

@@ -10,7 +10,7 @@ import torch
 import yaml
 from conftest import assert_one_line_error, run_cli
 
-from evalsuite.reporting.leaderboard import append_rows
+from evalsuite.results.leaderboard import append_rows
 from evalsuite.tasks.resources import cards_dir, shipped_data_dir
 
 DEMO_DATA = shipped_data_dir() / "hgsc_nest"

@@ -188,7 +188,7 @@ def test_a_card_name_that_is_not_an_identifier_is_refused(tmp_path, name):
 
 
 def _run_json(out, **changes):
-    from evalsuite.reporting.results import write_run_json
+    from evalsuite.results.run_json import write_run_json
 
     record = {"run_id": "20260101T000000Z-aaaa1111", "task": {"name": "crc", "classes": ["a", "b"]},
               "model": {"name": "m"}, "probes": [{"probe": "knn", "metrics": {"test": {"f1_macro": 0.5}}}],
@@ -278,7 +278,7 @@ def test_out_over_name_max_or_path_max_is_one_line(tmp_path, command, too_long):
 
 def test_leaderboard_saved_with_a_bom_is_read(tmp_path):
     """Excel saves UTF-8 with a BOM; it was read into the first column's name: "missing columns: schema"."""
-    from evalsuite.reporting.leaderboard import COLUMNS
+    from evalsuite.results.leaderboard import COLUMNS
 
     row = {"schema": "5", "run_id": "r1", "timestamp_utc": "2026-01-01T00:00:00+00:00", "task": "crc",
            "model": "m", "probe": "knn", "split": "test", "metric": "balanced_accuracy", "value": "0.750000",
@@ -446,7 +446,7 @@ def test_a_yaml_key_written_twice_is_refused(tmp_path, kind):
 
 def report_board(out):
     """A leaderboard of models a and b on task t (no stored predictions) and a's run JSON; returns a's run JSON."""
-    from evalsuite.reporting.leaderboard import LEADERBOARD_FILE, append_rows
+    from evalsuite.results.leaderboard import LEADERBOARD_FILE, append_rows
 
     for model, value in (("a", 0.9), ("b", 0.6)):
         append_rows(out / LEADERBOARD_FILE, [

@@ -38,7 +38,7 @@ from test_bad_input_corpus import report_board, report_cli
 
 from evalsuite import cli, runner
 from evalsuite.features.chunk_log import CHUNK_LOG_FILE
-from evalsuite.reporting.leaderboard import COLUMNS
+from evalsuite.results.leaderboard import COLUMNS
 
 RUN = ["run", "--task", "crc", "--no-count-check", "--model", "test_vit", "--random-init", "--precision", "fp32",
        "--num-workers", "0", "--probes", "knn"]

@@ -41,14 +41,15 @@ def test_resize_gap_leaves_small_shrinks_exact(tmp_path):
 
 
 def test_forward_memory_reused_blocks_fault_far_less_than_glibcs_default(tmp_path):
-    result = run_benchmark("forward_memory.py", "--tiles", 64, tmp_path=tmp_path, timeout=600)
+    # One batch size (the CPU default): both backbones, both allocators; the full table is docs/compute.md's.
+    result = run_benchmark("forward_memory.py", "--tiles", 64, "--batch-sizes", 16, tmp_path=tmp_path, timeout=600)
     assert result.returncode == 0, result.stdout + result.stderr
     assert result.stdout.startswith("machine: ") and "host: " in result.stdout
     header, *rows = _table(result.stdout, "backbone ")
     assert header == ["backbone", "batch", "malloc", "ms_per_tile", "system_s", "minor_faults", "peak_over_mib",
                       "default/reused"]
     faults = {(row[0], row[1], row[2]): int(row[5]) for row in rows}
-    assert len(faults) == 8, result.stdout
+    assert len(faults) == 4, result.stdout
     for (model, batch, malloc), count in faults.items():
         if malloc == "reused":  # the one fact here that is not a timing: the kernel stops faulting pages in
             assert count < faults[(model, batch, "default")] / 4, result.stdout

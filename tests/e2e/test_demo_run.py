@@ -9,7 +9,7 @@ import pandas as pd
 import pytest
 from conftest import leaderboard_rows, library_warnings, run_cli
 
-from evalsuite.reporting.leaderboard import COLUMNS
+from evalsuite.results.leaderboard import COLUMNS
 
 pytestmark = pytest.mark.slow
 

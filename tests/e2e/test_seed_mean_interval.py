@@ -15,7 +15,7 @@ from conftest import run_cli
 from scipy import stats
 from sklearn.metrics import balanced_accuracy_score
 
-from evalsuite.reporting.predictions import load_predictions
+from evalsuite.results.predictions import load_predictions
 
 SEEDS = (0, 1, 2, 3, 4)
 DRAWS = 1000

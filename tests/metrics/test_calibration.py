@@ -8,12 +8,20 @@ from sklearn.metrics import brier_score_loss, log_loss
 
 from evalsuite.errors import EvalsuiteError
 from evalsuite.metrics.bootstrap import _ClassRanks, weighted_metrics
-from evalsuite.metrics.calibration import (CALIBRATION_METRICS, N_BINS, PROBABILITY_FLOOR, CalibrationItems,
-                                           bin_edges, calibration_metrics, confidence_bin, ece)
+from evalsuite.metrics.calibration import (
+    CALIBRATION_METRICS,
+    N_BINS,
+    PROBABILITY_FLOOR,
+    CalibrationItems,
+    bin_edges,
+    calibration_metrics,
+    confidence_bin,
+    ece,
+)
 from evalsuite.metrics.classification import compute_metrics
 from evalsuite.metrics.directions import higher_is_better
 from evalsuite.metrics.intervals import bootstrap_intervals
-from evalsuite.reporting.reliability import save_reliability_diagram
+from evalsuite.results.reliability import save_reliability_diagram
 
 NAMES = ("ece", "mce", "brier", "nll")
 

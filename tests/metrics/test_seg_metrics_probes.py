@@ -16,7 +16,7 @@ from evalsuite.metrics.segmentation import (
     update_confusion,
 )
 from evalsuite.probes import PROBES
-from evalsuite.probes._seg_train import soft_dice_loss
+from evalsuite.probes.tokens.seg_train import soft_dice_loss
 from evalsuite.tasks.cards import load_card
 
 

@@ -16,8 +16,8 @@ from evalsuite.metrics.survival import (
     concordance_index,
     survival_split_metrics,
 )
-from evalsuite.probes.cox import cox_loss
-from evalsuite.probes.meanpool import MeanPoolProbe
+from evalsuite.probes.bags.cox import cox_loss
+from evalsuite.probes.bags.meanpool import MeanPoolProbe
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 

@@ -1,12 +1,12 @@
-"""models/attention_layout.py: open_clip's towers give the same embeddings with their attention switched to
+"""models/vision_language/attention_layout.py: open_clip's towers give the same embeddings with their attention switched to
 sequence-first (the layout that avoids CPU autocast's slow path), and every vision-language model is built so."""
 
 import pytest
 import torch
 
-from evalsuite.models.attention_layout import sequence_first_attention
-from evalsuite.models.vlm import create_open_clip
-from evalsuite.models.vlm_registry import VLMS
+from evalsuite.models.vision_language.attention_layout import sequence_first_attention
+from evalsuite.models.vision_language.entries import VLMS
+from evalsuite.models.vision_language.towers import create_open_clip
 
 pytest.importorskip("open_clip")
 

@@ -12,7 +12,7 @@ from safetensors.torch import save_file
 
 from evalsuite.errors import EvalsuiteError
 from evalsuite.models.backbones import build_backbone, load_weights
-from evalsuite.models.registry import MODELS
+from evalsuite.models.image.entries import MODELS
 
 KAIKO_S16 = "kaiko-vits16"  # the smallest registry ViT: ViT-S/16, 384 wide, 14x14 patches at 224 px
 

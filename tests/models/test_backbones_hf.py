@@ -1,5 +1,5 @@
 """Checkpoints published for Hugging Face transformers (Phikon, Phikon-v2, Hibou, Midnight) and the
-original DINOv2 layout (kaiko ViT-L/14) load into timm ViTs through evalsuite.models.adapters.
+original DINOv2 layout (kaiko ViT-L/14) load into timm ViTs through evalsuite.models.image.adapters.
 
 The reference is transformers itself: a small randomly initialised transformers model and the
 timm model given its renamed weights must produce the same tokens. The published configs of
@@ -13,9 +13,10 @@ import torch
 from timm.layers import SwiGLUPacked
 from timm.models.vision_transformer import VisionTransformer
 
-from evalsuite.models import adapters, checkpoints
+from evalsuite.models import checkpoints
 from evalsuite.models.backbones import create_architecture
-from evalsuite.models.registry import MODELS
+from evalsuite.models.image import adapters
+from evalsuite.models.image.entries import MODELS
 
 transformers = pytest.importorskip(
     "transformers", reason="the transformers key mapping is checked against transformers itself (dev extra)")

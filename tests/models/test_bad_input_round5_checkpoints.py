@@ -18,8 +18,9 @@ from conftest import assert_one_line_error
 from PIL import Image
 
 from evalsuite import cli
-from evalsuite.models import tokenizer_files, vlm_conch
-from evalsuite.models.vlm_registry import VLMS
+from evalsuite.models.vision_language import conch as vlm_conch
+from evalsuite.models.vision_language import tokenizer_files
+from evalsuite.models.vision_language.entries import VLMS
 
 pytest.importorskip("open_clip")
 pytest.importorskip("transformers")

@@ -121,7 +121,7 @@ def _demo_card_with(tmp_path, card_name: str = "demo", **fields):
 @pytest.mark.parametrize("name", EVA_CLASS_TOKEN_MODELS)
 def test_class_token_pooling_gives_the_token_width_where_the_card_gives_twice_it(name):
     from evalsuite.models.backbones import create_architecture, spec_backbone, with_pooling
-    from evalsuite.models.registry import MODELS
+    from evalsuite.models.image.entries import MODELS
 
     spec = MODELS[name]
     card_default = spec_backbone(spec, create_architecture(spec, device="meta"), weights_id="meta", label=name)

@@ -11,6 +11,7 @@ from safetensors.torch import save_file
 from evalsuite.errors import EvalsuiteError
 from evalsuite.models import checkpoints
 from evalsuite.models.backbones import build_backbone, create_architecture, load_weights, spec_backbone, with_pooling
+from evalsuite.models.image.entries import MODELS
 from evalsuite.models.pooling import (
     CLS,
     CLS_MEAN_PATCH,
@@ -20,7 +21,6 @@ from evalsuite.models.pooling import (
     TIMM_HEAD,
     pooled_dim,
 )
-from evalsuite.models.registry import MODELS
 
 ISSUE_NAMES = ["uni", "uni2-h", "virchow", "virchow2", "h-optimus-0", "h-optimus-1", "h0-mini", "prov-gigapath",
                "phikon", "phikon-v2", "hibou-b", "hibou-l", "midnight-12k", "lunit-vits8", "kaiko-vits16",

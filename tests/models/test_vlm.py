@@ -7,8 +7,8 @@ from conftest import run_cli
 
 from evalsuite.errors import EvalsuiteError
 from evalsuite.models.backbones import build_backbone
-from evalsuite.models.vlm import create_open_clip
-from evalsuite.models.vlm_registry import CLIP_MEAN, CLIP_STD, VLMS
+from evalsuite.models.vision_language.entries import CLIP_MEAN, CLIP_STD, VLMS
+from evalsuite.models.vision_language.towers import create_open_clip
 
 open_clip = pytest.importorskip("open_clip")
 

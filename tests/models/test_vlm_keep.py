@@ -8,9 +8,9 @@ import torch
 
 from evalsuite.errors import EvalsuiteError
 from evalsuite.models.backbones import build_backbone
-from evalsuite.models.registry import IMAGENET_MEAN, IMAGENET_STD
-from evalsuite.models.vlm_keep import KeepTokenizer, create_keep, load_keep_weights
-from evalsuite.models.vlm_registry import VLMS
+from evalsuite.models.image.entries import IMAGENET_MEAN, IMAGENET_STD
+from evalsuite.models.vision_language.entries import VLMS
+from evalsuite.models.vision_language.keep import KeepTokenizer, create_keep, load_keep_weights
 
 pytest.importorskip("transformers")
 safetensors_torch = pytest.importorskip("safetensors.torch")

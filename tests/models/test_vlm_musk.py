@@ -2,7 +2,7 @@
 the meta device for its key names and shapes; a small config (the same code, fewer and narrower layers) with random
 weights is saved in the published layout (beit3.*, vision_head.weight, language_head.weight, logit_scale) and loaded
 back through build_vlm with identical encodes; the tokenizer through the real loader on a small sentencepiece model;
-one-line errors, also without torchscale (installed outside pip's resolver, see evalsuite.models.vlm_musk)."""
+one-line errors, also without torchscale (installed outside pip's resolver, see evalsuite.models.vision_language.musk)."""
 
 import importlib.util
 import io
@@ -13,8 +13,8 @@ import pytest
 import torch
 
 from evalsuite.errors import EvalsuiteError
-from evalsuite.models import vlm_musk
 from evalsuite.models.backbones import build_backbone
+from evalsuite.models.vision_language import musk as vlm_musk
 
 needs_torchscale = pytest.mark.skipif(importlib.util.find_spec("torchscale") is None,
                                       reason=f"torchscale is not installed ({vlm_musk.INSTALL})")

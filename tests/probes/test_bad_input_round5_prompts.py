@@ -17,7 +17,7 @@ from PIL import Image
 
 from evalsuite import cli
 from evalsuite.models import backbones
-from evalsuite.reporting.leaderboard import append_rows
+from evalsuite.results.leaderboard import append_rows
 
 pytest.importorskip("open_clip")
 
@@ -145,7 +145,7 @@ def test_an_empty_template_set_is_refused_before_extraction(tmp_path, capsys):
 
 def test_the_shipped_cards_prompts_pass_the_checks():
     """The demo, demo_slide and CRC prompt blocks fit CLIP's 77 tokens and tell their classes apart."""
-    from evalsuite.probes.class_texts import checked_prompt_sets
+    from evalsuite.probes.texts.class_texts import checked_prompt_sets
     from evalsuite.tasks.cards import load_card
 
     clip = backbones.build_backbone("clip-vit-b-16", random_init=True)

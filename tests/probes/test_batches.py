@@ -106,7 +106,7 @@ def test_streamed_batches_of_a_class_sorted_cache_mix_the_classes(tmp_path):
 def test_linear_probe_training_loop_never_syncs_with_the_host(monkeypatch):
     """Every way a tensor's value reaches Python (.item, .cpu, .tolist, .numpy, bool/int/float) fails
     inside the resident training loop; on a GPU each of them would stall the device every batch."""
-    from evalsuite.probes.linear import LinearProbe
+    from evalsuite.probes.pooled.linear import LinearProbe
 
     rng = np.random.default_rng(0)
     features, labels = rng.standard_normal((96, 8)).astype(np.float16), rng.integers(0, 3, 96)

@@ -3,7 +3,7 @@
 import pytest
 import torch
 
-from evalsuite.probes.linear_heads import LinearHeads
+from evalsuite.probes.pooled.linear_heads import LinearHeads
 
 GRID = [(1e-2, 0.0), (1e-2, 1e-2), (1e-3, 1e-4), (1e-4, 0.0), (1e-3, 1e-1)]
 
@@ -69,7 +69,7 @@ def test_the_largest_weight_decay_shrinks_the_weights_measurably():
     import yaml
     from conftest import REPO
 
-    from evalsuite.probes.linear import LinearProbe
+    from evalsuite.probes.pooled.linear import LinearProbe
 
     largest = max(yaml.safe_load((REPO / "probes" / "linear.yaml").read_text())["params"]["weight_decay"])
     data = torch.Generator().manual_seed(3)

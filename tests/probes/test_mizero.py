@@ -10,11 +10,11 @@ import torch
 
 from evalsuite.errors import EvalsuiteError
 from evalsuite.features.bags import SlideBags
-from evalsuite.models.vlm import ImageToJoint
+from evalsuite.models.vision_language.towers import ImageToJoint
 from evalsuite.probes import PROBES
-from evalsuite.probes.class_texts import ClassTexts, ensemble_class_embeddings
-from evalsuite.probes.mizero import DEFAULT_TOPJ, MIZeroProbe, topj_pooled_cosines
+from evalsuite.probes.bags.mizero import DEFAULT_TOPJ, MIZeroProbe, topj_pooled_cosines
 from evalsuite.probes.recipes import check_recipe_fits, load_recipe
+from evalsuite.probes.texts.class_texts import ClassTexts, ensemble_class_embeddings
 from evalsuite.tasks.cards import load_card
 
 

@@ -49,7 +49,7 @@ def test_bootstrap_f1_of_a_draw_skips_a_class_the_draw_left_out():
 
 def test_seg_best_epoch_is_not_stuck_on_a_nan_first_validation_score(monkeypatch):
     """NaN > x is False: a NaN first score must not stay "best" while later epochs score."""
-    import evalsuite.probes._seg_train as seg_train
+    import evalsuite.probes.tokens.seg_train as seg_train
     from evalsuite.probes import PROBES
 
     real = seg_train.metrics_from_confusion
@@ -132,7 +132,7 @@ def test_run_with_ram_and_memmap_caches_gives_the_same_heads_and_metrics(tmp_pat
 
 def test_fewshot_interval_is_the_spread_of_single_support_sets_not_an_interval_of_the_mean():
     from evalsuite.probes import FewShotProbe
-    from evalsuite.probes.fewshot import INTERVAL_UNIT
+    from evalsuite.probes.pooled.fewshot import INTERVAL_UNIT
 
     split_data = noisy_class_split(classes=3, per_class=80)
     name = "balanced_accuracy_1shot"

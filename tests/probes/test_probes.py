@@ -68,7 +68,7 @@ def test_label_out_of_range_is_a_clear_error():
 
 
 def test_knn_votes_in_blocks_equal_one_vote_and_keep_a_compact_neighbour_table(monkeypatch):
-    import evalsuite.probes.knn as knn
+    import evalsuite.probes.pooled.knn as knn
 
     rng = np.random.default_rng(4)
     bank, queries = rng.normal(size=(300, 16)).astype(np.float16), rng.normal(size=(50, 16)).astype(np.float16)

@@ -201,7 +201,7 @@ def test_retrieval_probe_through_the_cli(tmp_path):
 
 
 def test_the_bootstrap_resamples_the_clusters_the_runner_passes():
-    from evalsuite.probes.retrieval import RetrievalProbe
+    from evalsuite.probes.pooled.retrieval import RetrievalProbe
 
     rng = np.random.default_rng(0)
     train, test = rng.normal(size=(40, 8)).astype(np.float16), rng.normal(size=(20, 8)).astype(np.float16)

@@ -9,7 +9,7 @@ from sklearn.pipeline import Pipeline
 from sklearn.preprocessing import StandardScaler
 
 from evalsuite.errors import EvalsuiteError
-from evalsuite.probes.ridge import HestRidgeProbe, RidgeProbe
+from evalsuite.probes.pooled.ridge import HestRidgeProbe, RidgeProbe
 
 
 def _regression_data(rng, items: int, dim: int, targets: int, offset: float = 0.0):

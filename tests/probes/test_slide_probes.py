@@ -11,7 +11,7 @@ from evalsuite.features.bags import SlideBags
 from evalsuite.metrics.classification import METRICS
 from evalsuite.metrics.survival import concordance_index
 from evalsuite.probes import PROBES, ABMILProbe, MeanPoolProbe
-from evalsuite.probes.abmil import size_groups
+from evalsuite.probes.bags.abmil import size_groups
 from evalsuite.storage.npy_rows import NpyRows
 
 DIM = 16

@@ -1,4 +1,4 @@
-"""Text-image retrieval recall@k (evalsuite.metrics.text_retrieval, probes/text_retrieval.py): a hand-computed case,
+"""Text-image retrieval recall@k (evalsuite.metrics.text_retrieval, probes/texts/text_retrieval.py): a hand-computed case,
 an independent numpy re-computation of CLIP_benchmark's definition (written here from its documented steps, not
 imported), ties, the database bootstrap of the class-text direction, and the checks of ks."""
 
@@ -8,8 +8,8 @@ import pytest
 from evalsuite.errors import EvalsuiteError
 from evalsuite.metrics.directions import higher_is_better
 from evalsuite.metrics.text_retrieval import best_positive_ranks, database_recall, ranked_order, recall_per_query
-from evalsuite.probes.retrieval_texts import RetrievalTexts
-from evalsuite.probes.text_retrieval import CAPTIONS, CLASS_TEXTS, TextRetrievalProbe, check_ks_fit, checked_ks
+from evalsuite.probes.texts.retrieval_texts import RetrievalTexts
+from evalsuite.probes.texts.text_retrieval import CAPTIONS, CLASS_TEXTS, TextRetrievalProbe, check_ks_fit, checked_ks
 
 
 def _texts(embeddings, source) -> RetrievalTexts:
@@ -128,7 +128,7 @@ def test_ks_are_checked_with_the_recipe_parameter_named():
 
 
 def test_a_random_init_run_names_each_untrained_text_probe_in_its_chance_level_note():
-    from evalsuite.probes.zeroshot import chance_level_note
+    from evalsuite.probes.texts.zeroshot import chance_level_note
 
     untrained = {"trained_on": "nothing (zero-shot)"}
     record = {"model": {"weights_id": "random-init:0"},

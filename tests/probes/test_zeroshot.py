@@ -9,9 +9,9 @@ import pytest
 import torch
 
 from evalsuite.errors import EvalsuiteError
-from evalsuite.probes.class_texts import ClassTexts, ensemble_class_embeddings, prompt_sets, with_class_texts
 from evalsuite.probes.recipes import load_recipe
-from evalsuite.probes.zeroshot import ZeroShotProbe
+from evalsuite.probes.texts.class_texts import ClassTexts, ensemble_class_embeddings, prompt_sets, with_class_texts
+from evalsuite.probes.texts.zeroshot import ZeroShotProbe
 from evalsuite.tasks.cards import load_card
 
 

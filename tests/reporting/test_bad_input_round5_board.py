@@ -12,7 +12,7 @@ from test_compare import _model, add_model
 
 import evalsuite
 from evalsuite.errors import EvalsuiteError
-from evalsuite.reporting.leaderboard import COLUMNS, LEADERBOARD_FILE, append_rows
+from evalsuite.results.leaderboard import COLUMNS, LEADERBOARD_FILE, append_rows
 
 T1 = "2026-01-02T00:00:00+00:00"
 

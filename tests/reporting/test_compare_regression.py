@@ -15,9 +15,9 @@ from scipy.stats import pearsonr
 
 from evalsuite.metrics.bootstrap import BOOTSTRAP_DRAWS, task_draw_seed
 from evalsuite.metrics.few_clusters import widened
-from evalsuite.reporting.folds import merge_folds
-from evalsuite.reporting.leaderboard import LEADERBOARD_FILE, append_rows
-from evalsuite.reporting.predictions import NoPredictions, load_predictions
+from evalsuite.results.folds import merge_folds
+from evalsuite.results.leaderboard import LEADERBOARD_FILE, append_rows
+from evalsuite.results.predictions import NoPredictions, load_predictions
 
 TINY = ["--task", "demo_counts", "--model", "test_vit", "--random-init", "--num-workers", "0", "--precision", "fp32"]
 CLS, MEAN = "test_vit+random-init", "vit_mean"  # the same random ViT, its class token or its mean patch token
@@ -128,7 +128,7 @@ def test_compare_on_mixed_kinds_compares_what_it_can_and_says_what_it_skipped(bo
 
 
 def test_a_cross_validated_run_keeps_no_folds_predictions_and_says_a_rerun_will_not_help(tmp_path):
-    from evalsuite.reporting.beside_run import PER_ITEM_OUTPUTS  # in the test: the module is collected on any tree
+    from evalsuite.results.beside_run import PER_ITEM_OUTPUTS  # in the test: the module is collected on any tree
 
     splits = ("train", "val", "test")
     per_fold = [[{"probe": "ridge", "seed": 0, "metrics": {s: {"pearson": 0.5 + fold} for s in splits},
@@ -142,8 +142,8 @@ def test_a_cross_validated_run_keeps_no_folds_predictions_and_says_a_rerun_will_
 
 
 def test_integer_cluster_ids_are_stored_as_integers_and_still_match_an_older_files_strings(tmp_path):
-    from evalsuite.reporting.cell_draws import same_items
-    from evalsuite.reporting.predictions import save_predictions
+    from evalsuite.reporting.statistics.cell_draws import same_items
+    from evalsuite.results.predictions import save_predictions
 
     targets, blocks = np.arange(12, dtype=np.float64).reshape(6, 2), [10, 10, 2, 2, 104, 104]
     save_predictions(tmp_path, "new", targets, blocks, {}, "block", predictions={"ridge/seed0": targets})

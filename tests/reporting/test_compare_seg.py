@@ -8,10 +8,10 @@ import pytest
 from conftest import assert_one_line_error, run_cli
 
 from evalsuite.metrics.segmentation import IGNORE_INDEX, image_confusions, metrics_from_confusion
-from evalsuite.reporting.compare import compare_models
-from evalsuite.reporting.leaderboard import LEADERBOARD_FILE, append_rows, read_rows
-from evalsuite.reporting.predictions import load_predictions, save_predictions
-from evalsuite.reporting.wide import Filters, build_wide_table
+from evalsuite.reporting.statistics.compare import compare_models
+from evalsuite.reporting.table.wide import Filters, build_wide_table
+from evalsuite.results.leaderboard import LEADERBOARD_FILE, append_rows, read_rows
+from evalsuite.results.predictions import load_predictions, save_predictions
 
 T1 = "2026-01-02T00:00:00+00:00"
 NAMES = ["background", "a", "b"]

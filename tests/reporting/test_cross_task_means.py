@@ -11,7 +11,7 @@ import pandas as pd
 import pytest
 from conftest import run_cli
 
-from evalsuite.reporting.leaderboard import LEADERBOARD_FILE, append_rows
+from evalsuite.results.leaderboard import LEADERBOARD_FILE, append_rows
 
 T1 = "2026-01-02T00:00:00+00:00"
 # model -> (cls_a, cls_b balanced accuracy, reg Pearson r); GFLOPs per image for the cost plot

@@ -16,8 +16,8 @@ import pytest
 from conftest import assert_one_line_error, run_cli, write_image
 
 from evalsuite import cli
-from evalsuite.reporting.cell_draws import same_items
-from evalsuite.reporting.predictions import item_hashes, load_predictions, save_predictions
+from evalsuite.reporting.statistics.cell_draws import same_items
+from evalsuite.results.predictions import item_hashes, load_predictions, save_predictions
 
 TASK = "tiny_tiles"
 CARD = f"""name: {TASK}

@@ -58,9 +58,9 @@ def test_heatmap_cells_say_seeds_not_n(tmp_path, monkeypatch):
     """`n=3` read as a sample size; the cell counts seeds (issue 25 item 12): reference text `linear, seeds=3, #1`."""
     from matplotlib.axes import Axes
 
-    from evalsuite.reporting.heatmap import save_heatmap
-    from evalsuite.reporting.leaderboard import read_rows
-    from evalsuite.reporting.wide import build_wide_table
+    from evalsuite.reporting.table.wide import build_wide_table
+    from evalsuite.reporting.views.heatmap import save_heatmap
+    from evalsuite.results.leaderboard import read_rows
 
     for seed in range(3):
         add_run(tmp_path / "leaderboard.csv", "A", "t1", seed, 0.5 + 0.01 * seed)
@@ -74,9 +74,9 @@ def _cell_luminance(tmp_path, monkeypatch) -> dict:
     """{(model, task): perceived luminance of the cell's colour} of the heatmap of tmp_path's leaderboard."""
     from matplotlib.axes import Axes
 
-    from evalsuite.reporting.heatmap import save_heatmap
-    from evalsuite.reporting.leaderboard import read_rows
-    from evalsuite.reporting.wide import build_wide_table
+    from evalsuite.reporting.table.wide import build_wide_table
+    from evalsuite.reporting.views.heatmap import save_heatmap
+    from evalsuite.results.leaderboard import read_rows
 
     shown, real_imshow = [], Axes.imshow
     monkeypatch.setattr(Axes, "imshow", lambda self, data, **kw: shown.append((data, real_imshow(self, data, **kw)))

@@ -3,7 +3,7 @@
 from conftest import run_cli
 from test_leaderboard_wide import add_run
 
-from evalsuite.reporting.leaderboard import append_rows
+from evalsuite.results.leaderboard import append_rows
 
 INVARIANCE_METRICS = ("cosine_hed", "cosine_median_hed", "balanced_accuracy_delta_hed")
 

@@ -7,8 +7,8 @@ import pandas as pd
 import pytest
 from conftest import assert_one_line_error, run_cli
 
-from evalsuite.reporting.leaderboard import append_rows, read_rows
-from evalsuite.reporting.wide import Filters, build_wide_table
+from evalsuite.reporting.table.wide import Filters, build_wide_table
+from evalsuite.results.leaderboard import append_rows, read_rows
 
 T0, T1, T2 = "2026-01-01T00:00:00+00:00", "2026-01-02T00:00:00+00:00", "2026-01-03T00:00:00+00:00"
 

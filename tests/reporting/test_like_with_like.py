@@ -18,10 +18,10 @@ import pandas as pd
 import pytest
 from test_compare import _model, add_model, build_board
 
-from evalsuite.reporting.leaderboard import LEADERBOARD_FILE
-from evalsuite.reporting.report_data import collect
-from evalsuite.reporting.report_html import html_report
-from evalsuite.reporting.report_text import markdown_report
+from evalsuite.reporting.page.data import collect
+from evalsuite.reporting.page.html import html_report
+from evalsuite.reporting.page.text import markdown_report
+from evalsuite.results.leaderboard import LEADERBOARD_FILE
 
 
 def set_precisions(out, precisions: dict) -> None:

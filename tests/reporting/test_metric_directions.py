@@ -14,8 +14,8 @@ import numpy as np
 import pytest
 
 from evalsuite import cli
-from evalsuite.reporting.leaderboard import LEADERBOARD_FILE, append_rows
-from evalsuite.reporting.wide import RUN_COLUMN_METRICS
+from evalsuite.reporting.table.wide import RUN_COLUMN_METRICS
+from evalsuite.results.leaderboard import LEADERBOARD_FILE, append_rows
 
 RNG = np.random.default_rng(0)
 LABELS = np.tile([0, 1, 2], 12)
@@ -40,7 +40,7 @@ def _regression() -> set:
 
 def _cross_validated() -> set:
     """A cross-validated task's test rows: each metric's mean over folds and its `_fold_std`."""
-    from evalsuite.reporting.folds import merge_folds
+    from evalsuite.results.folds import merge_folds
 
     metrics = {"mse": 0.5, "pearson": 0.3, "pearson_undefined_targets": 1}
     fold = {"probe": "ridge", "seed": 0, "selected_params": {},
@@ -66,8 +66,8 @@ def _segmentation() -> set:
 
 
 def _split_scoring_probes() -> set:
-    from evalsuite.probes.fewshot import FewShotProbe
-    from evalsuite.probes.retrieval import RetrievalProbe
+    from evalsuite.probes.pooled.fewshot import FewShotProbe
+    from evalsuite.probes.pooled.retrieval import RetrievalProbe
 
     features = RNG.normal(size=(len(LABELS), 4)).astype(np.float32)
     splits = {"train": (features, LABELS), "test": (features, LABELS)}
@@ -77,8 +77,8 @@ def _split_scoring_probes() -> set:
 
 
 def _text_retrieval(splits: dict) -> set:
-    from evalsuite.probes.retrieval_texts import RetrievalTexts
-    from evalsuite.probes.text_retrieval import CAPTIONS, CLASS_TEXTS, TextRetrievalProbe
+    from evalsuite.probes.texts.retrieval_texts import RetrievalTexts
+    from evalsuite.probes.texts.text_retrieval import CAPTIONS, CLASS_TEXTS, TextRetrievalProbe
 
     names = set()
     for source, texts in ((CLASS_TEXTS, 3), (CAPTIONS, len(LABELS))):

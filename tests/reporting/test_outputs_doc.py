@@ -9,8 +9,8 @@ import pytest
 from conftest import REPO
 from test_leaderboard_wide import T1, add_run
 
-from evalsuite.reporting.leaderboard import append_rows, read_rows
-from evalsuite.reporting.wide import build_wide_table
+from evalsuite.reporting.table.wide import build_wide_table
+from evalsuite.results.leaderboard import append_rows, read_rows
 
 T0, T2 = "2026-01-01T00:00:00+00:00", "2026-03-01T00:00:00+00:00"
 

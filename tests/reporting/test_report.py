@@ -9,10 +9,10 @@ import pytest
 from conftest import assert_one_line_error, run_cli
 from test_compare import _model, add_model, build_board
 
-from evalsuite.reporting.leaderboard import LEADERBOARD_FILE, append_rows
-from evalsuite.reporting.predictions import predictions_path
-from evalsuite.reporting.report_data import Report, ReportCell, collect
-from evalsuite.reporting.report_text import latex_report, markdown_report
+from evalsuite.reporting.page.data import Report, ReportCell, collect
+from evalsuite.reporting.page.text import latex_report, markdown_report
+from evalsuite.results.leaderboard import LEADERBOARD_FILE, append_rows
+from evalsuite.results.predictions import predictions_path
 
 GOLDEN = Path(__file__).parent / "golden" / "report_overview.tex"
 
@@ -120,7 +120,7 @@ def test_bad_input_is_one_line_and_exit_2(board, tmp_path_factory):
 
 
 def test_the_reproduce_command_keeps_the_flags_that_change_what_is_scored():
-    from evalsuite.reporting.report_data import reproduce_command
+    from evalsuite.reporting.page.data import reproduce_command
 
     record = {"seeds": [1], "config": {"task": "bach", "model": "m", "check_counts": False, "skip_bad_slides": True,
                                        "random_init": False, "data_root": "/data/my bach", "out_dir": "out"}}

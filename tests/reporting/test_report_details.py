@@ -11,7 +11,7 @@ import pytest
 from conftest import run_cli
 from test_compare import ITEMS, _model, add_model, build_board
 
-from evalsuite.reporting.predictions import predictions_path
+from evalsuite.results.predictions import predictions_path
 
 
 @pytest.fixture

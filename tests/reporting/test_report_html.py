@@ -10,9 +10,9 @@ from html.parser import HTMLParser
 import pytest
 from conftest import run_cli
 
-from evalsuite.reporting.report_data import Report, ReportCell
-from evalsuite.reporting.report_html import html_report
-from evalsuite.reporting.svg import nice_axis, pareto_front
+from evalsuite.reporting.page.data import Report, ReportCell
+from evalsuite.reporting.page.html import html_report
+from evalsuite.reporting.page.svg import nice_axis, pareto_front
 
 ODD = '<b>&"x"'  # a model name that breaks a page that does not escape
 CONTAINERS = {"html", "head", "body", "table", "thead", "tbody", "tr", "td", "th", "section", "svg", "details",

@@ -17,7 +17,7 @@ from test_compare import build_board
 from test_leaderboard_wide import T1, add_run
 
 import evalsuite
-from evalsuite.reporting.leaderboard import COLUMNS
+from evalsuite.results.leaderboard import COLUMNS
 
 LONG_DTYPES = {"schema": "int64", "run_id": "string", "timestamp_utc": "datetime64[ns, UTC]", "task": "string",
                "model": "string", "weights_id": "string", "probe": "string", "selected_params": "string",
@@ -54,7 +54,7 @@ def test_load_leaderboard_gives_one_typed_row_per_csv_row(tmp_path):
 def test_a_parameter_count_stays_an_exact_integer(tmp_path):
     """ViT-g's 1.1e9 parameters fit float64 exactly, but a count read as 1134953984.0 invites float arithmetic: the
     column is pandas' Int64, empty (older rows) as <NA>."""
-    from evalsuite.reporting.leaderboard import append_rows, read_rows
+    from evalsuite.results.leaderboard import append_rows, read_rows
 
     board = _board(tmp_path) / "leaderboard.csv"
     append_rows(board, [{**read_rows(board)[0], "run_id": "big", "params": 1134953984, "gflops_per_image": 291.5}])

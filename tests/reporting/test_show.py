@@ -6,8 +6,8 @@ import json
 import pytest
 from conftest import assert_one_line_error, leaderboard_rows, run_cli
 
-from evalsuite.reporting.leaderboard import SCHEMA_VERSION
-from evalsuite.reporting.results import RESULTS_SCHEMA_VERSION, write_run_json
+from evalsuite.results.leaderboard import SCHEMA_VERSION
+from evalsuite.results.run_json import RESULTS_SCHEMA_VERSION, write_run_json
 
 
 def fake_record(run_id: str, card_path, card_sha256: str) -> dict:

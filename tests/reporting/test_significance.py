@@ -6,8 +6,13 @@ import pytest
 from scipy.stats import binomtest, rankdata
 from sklearn.metrics import accuracy_score, balanced_accuracy_score, roc_auc_score
 
-from evalsuite.metrics.significance import (average_ranks, bootstrap_p_value, mcnemar_exact, paired_bootstrap,
-                                            rank_intervals)
+from evalsuite.metrics.significance import (
+    average_ranks,
+    bootstrap_p_value,
+    mcnemar_exact,
+    paired_bootstrap,
+    rank_intervals,
+)
 
 
 def _models(items=120, classes=3, seed=0):

@@ -8,8 +8,8 @@ probes, and otherwise asks for --probe in one line. A genuine val is still chose
 import pytest
 from conftest import assert_one_line_error, run_cli
 
-from evalsuite.reporting.leaderboard import append_rows, read_rows
-from evalsuite.reporting.wide import build_wide_table
+from evalsuite.reporting.table.wide import build_wide_table
+from evalsuite.results.leaderboard import append_rows, read_rows
 
 T1 = "2026-01-02T00:00:00+00:00"
 

@@ -4,8 +4,8 @@ import numpy as np
 import pytest
 import torch
 
-from evalsuite.probes.linear import LinearProbe
-from evalsuite.probes.linear_heads import LinearHeads
+from evalsuite.probes.pooled.linear import LinearProbe
+from evalsuite.probes.pooled.linear_heads import LinearHeads
 from evalsuite.runtime.cpus import SMALL_STEP_FLOPS, threads_for_steps
 
 

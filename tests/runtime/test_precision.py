@@ -69,7 +69,7 @@ def test_autocast_on_cuda_names_the_dtype():
 
 
 def test_efficientnet_lite0_imagenet_is_pinned_to_fp32():
-    from evalsuite.models.registry import MODELS
+    from evalsuite.models.image.entries import MODELS
 
     assert MODELS["efficientnet_lite0_imagenet"].precision == "fp32"
     assert all(spec.precision in (None, "bf16", "fp16", "fp32") for spec in MODELS.values())

@@ -108,7 +108,7 @@ def test_the_linear_probes_progress_lines_leave_its_fit_unchanged(monkeypatch, c
     """The val pass behind each line must not move the heads: the same seed gives the same weights, lines or not."""
     import numpy as np
 
-    from evalsuite.probes.linear import LinearProbe
+    from evalsuite.probes.pooled.linear import LinearProbe
 
     rng = np.random.default_rng(0)
     labels = np.arange(90) % 3

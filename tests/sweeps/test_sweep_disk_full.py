@@ -79,7 +79,8 @@ def test_sweep_out_on_a_full_file_system(tmp_path, tmpfs):
 def test_a_plan_write_hitting_a_full_disk_is_one_line(tmp_path, capsys, monkeypatch):
     """The Slurm executor's plan (and weights_ids.json) go through the same writer as the cell states: a full disk
     there was an internal error (OSError) before."""
-    from test_sweep_arrays import _slurm_stand_in, _sweep_file as _slurm_sweep_file
+    from test_sweep_arrays import _slurm_stand_in
+    from test_sweep_arrays import _sweep_file as _slurm_sweep_file
 
     for name, value in _slurm_stand_in(tmp_path).items():
         monkeypatch.setenv(name, value)

@@ -9,7 +9,7 @@ one line per cell)."""
 import pytest
 import yaml
 
-from evalsuite.reporting.leaderboard import LEADERBOARD_FILE, append_rows
+from evalsuite.results.leaderboard import LEADERBOARD_FILE, append_rows
 from evalsuite.sweeps.cells import cells_of, done_pairs
 from evalsuite.sweeps.spec import load_sweep
 
@@ -60,7 +60,7 @@ def test_device_is_the_devices_own_precision_whatever_a_registry_pin_says():
 
 
 def _rows(out):
-    from evalsuite.reporting.leaderboard import read_rows
+    from evalsuite.results.leaderboard import read_rows
 
     return read_rows(out / LEADERBOARD_FILE)
 

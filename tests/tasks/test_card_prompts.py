@@ -2,7 +2,7 @@
 
 import numpy as np
 
-from evalsuite.probes.class_texts import prompt_sets
+from evalsuite.probes.texts.class_texts import prompt_sets
 from evalsuite.tasks.cards import load_card
 
 

@@ -2,7 +2,7 @@
 
 One card per HEST task folder (`--data-root .../bench_data/IDC`). HEST evaluates each task by its own
 patient-level folds, `splits/train_<k>.csv` and `test_<k>.csv`; the runner runs every fold in turn
-(`use_fold(k)`) and reports each fold's rows and their mean and standard deviation (reporting/folds.py).
+(`use_fold(k)`) and reports each fold's rows and their mean and standard deviation (results/folds.py).
 In fold k, `train` is the spots of the samples of train_<k>.csv and `test` those of test_<k>.csv. HEST has no
 val split: `val` is train's spots under train's cache (`split_aliases`), so nothing is extracted twice, and
 probes that choose on val are refused on these cards (their choice would be made on train); the leaderboard gets no

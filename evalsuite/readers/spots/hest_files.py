@@ -20,8 +20,17 @@ import h5py
 import numpy as np
 
 from evalsuite.errors import EvalsuiteError
-from evalsuite.readers.spots.hest_h5ad import (REDOWNLOAD, TASK, decode_strings, examples, first_repeat,
-                                                 log1p_expression, open_h5, read_expression, reason)
+from evalsuite.readers.spots.hest_h5ad import (
+    REDOWNLOAD,
+    TASK,
+    decode_strings,
+    examples,
+    first_repeat,
+    log1p_expression,
+    open_h5,
+    read_expression,
+    reason,
+)
 
 __all__ = ["SplitRow", "read_split_csv", "fold_files", "read_gene_list", "PatchFile", "read_expression",
            "log1p_expression"]

@@ -22,6 +22,7 @@ from conftest import (
 
 from evalsuite.errors import EvalsuiteError
 from evalsuite.features import prepare as features
+from evalsuite.features import split_keys
 from evalsuite.models.backbones import build_backbone
 from evalsuite.readers import build_reader
 from evalsuite.readers.demo.hgsc_tiles import split_of
@@ -293,9 +294,9 @@ def test_card_layers_concatenate_blocks_and_enter_the_cache_key(tmp_path):
     assert tuple(last.shape) == (2, 10, 10, 64) and tuple(both.shape) == (2, 10, 10, 128)
     assert torch.allclose(both[..., 64:], last, atol=1e-5)  # block -1 through the final norm = forward_features
     config = RunConfig(task=str(card_path), data_root=str(tmp_path))
-    fields = features._key_fields(config, card, None, backbone, "train", "fp32")
+    fields = split_keys.key_fields(config, card, None, backbone, "train", "fp32")
     assert fields["layers"] == [-4, -1]
-    assert features._key_fields(config, default, None, backbone, "train", "fp32")["layers"] == [-1]
+    assert split_keys.key_fields(config, default, None, backbone, "train", "fp32")["layers"] == [-1]
 
 
 def test_budget_counts_masks_at_their_size_and_a_small_dense_probe_batch(data, tmp_path):

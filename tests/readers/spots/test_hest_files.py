@@ -12,8 +12,14 @@ from hest_layout import random_barcodes, write_h5ad, write_hest_task, write_patc
 
 from evalsuite.errors import EvalsuiteError
 from evalsuite.readers.spots import hest_h5ad
-from evalsuite.readers.spots.hest_files import (PatchFile, fold_files, log1p_expression, read_expression,
-                                                read_gene_list, read_split_csv)
+from evalsuite.readers.spots.hest_files import (
+    PatchFile,
+    fold_files,
+    log1p_expression,
+    read_expression,
+    read_gene_list,
+    read_split_csv,
+)
 
 TILE_PX = 4
 

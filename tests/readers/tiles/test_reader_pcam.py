@@ -19,7 +19,7 @@ from evalsuite.metrics.intervals import bootstrap_draw_scores, bootstrap_interva
 from evalsuite.metrics.shown_intervals import shown_interval
 from evalsuite.readers.tiles import pcam
 from evalsuite.readers.tiles.pcam import PcamReader
-from evalsuite.reporting.predictions import load_predictions
+from evalsuite.results.predictions import load_predictions
 from evalsuite.tasks.cards import load_card
 
 

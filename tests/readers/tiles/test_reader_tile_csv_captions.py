@@ -38,7 +38,7 @@ def test_captions_follow_the_dataset_order_of_the_split(tmp_path):
 
 def test_a_named_caption_column_is_read_and_a_manifest_without_one_has_none(tmp_path):
     assert _cohort(tmp_path, column="text", caption_column="text").captions("val") == ["caption 2", "caption 5"]
-    assert _cohort(tmp_path, column="notes").caption_column is None  # class texts then (probes/retrieval_texts.py)
+    assert _cohort(tmp_path, column="notes").caption_column is None  # class texts then (probes/texts/retrieval_texts.py)
 
 
 @pytest.mark.parametrize("kwargs, fragment", [

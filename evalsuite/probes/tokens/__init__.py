@@ -1,0 +1,1 @@
+"""Probes on dense token grids ([N, h, w, D]): the segmentation heads."""

@@ -1,0 +1,1 @@
+"""The statistics of a column from the stored predictions: intervals, rank intervals, best sets, --compare."""
