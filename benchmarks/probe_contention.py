@@ -46,8 +46,7 @@ PROBE_CODE = """
 import sys, time
 sys.path.insert(0, sys.argv[1])
 import numpy as np
-from evalsuite.probes.pooled.knn import KNNProbe
-from evalsuite.probes.pooled.linear import LinearProbe
+from evalsuite.probes import KNNProbe, LinearProbe  # the package exports both in the baseline layout too
 from evalsuite.probes.recipes import load_recipe
 shape, quick = sys.argv[2], sys.argv[3] == "1"
 dim, classes, rows, epochs = (1280, 4, 400, 10 if quick else 100) if shape == "bach" else (2560, 9, 6400, 5)
