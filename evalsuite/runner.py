@@ -149,19 +149,12 @@ def probe_splits(recipes: list, folds: int | None = None) -> tuple:
     return tuple(split for split in SPLITS if split in read | {"test"})
 
 
-class _ReadSplits(dict):
-    """The splits one probe reads, of those extracted; a split it does not read is (None, None) when asked for (a
-    zero-shot probe's `fit` is handed train and never reads it) and is not scored (not among `items()`)."""
-
-    def __missing__(self, split):
-        return None, None
-
-
 def _probe_data(recipe, split_data: dict, folds: int | None) -> dict:
+    """The extracted splits one probe reads: only those are handed to it, and only those are scored."""
     if folds:
         return split_data
     reads = splits_read(PROBES[recipe.probe], recipe.params, recipe.context)
-    return _ReadSplits({split: data for split, data in split_data.items() if split in reads})
+    return {split: data for split, data in split_data.items() if split in reads}
 
 
 def _score(config, card, reader, backbone, device, dist, recipes, test_sites) -> _Scored | None:

@@ -28,7 +28,7 @@ from evalsuite.features.memory_limits import memory_sources
 from evalsuite.features.prepare import SPLITS, chunk_rows_for, feature_fn, split_aliases, used_precision
 from evalsuite.features.slide_features import slide_dataset
 from evalsuite.models.meta_build import is_meta
-from evalsuite.models.registry import REGISTRY
+from evalsuite.models.registry import IMAGE, of_kind
 from evalsuite.models.transforms import build_transform
 from evalsuite.readers import build_reader
 from evalsuite.readers.card_facts import SIZED_READERS, OfficialSizes, missing_data_message, official_sizes
@@ -53,8 +53,8 @@ def meta_row_shape(card, backbone) -> tuple:
         with torch.no_grad():
             return tuple(feature_fn(backbone, card)(blank).shape[1:])
     except (NotImplementedError, RuntimeError, TypeError, ValueError):
-        spec = REGISTRY.get(backbone.name)
-        if spec is None or not hasattr(spec, "grid_hw"):
+        spec = of_kind(IMAGE).get(backbone.name)  # the image entries say their token grid and widths
+        if spec is None:
             raise
         if KINDS[card.kind].dense:
             return (*spec.grid_hw, spec.token_dim * len(dense_layers(card)))

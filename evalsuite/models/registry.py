@@ -31,11 +31,6 @@ def _merged(tables: dict) -> dict:
 REGISTRY = _merged(ENTRIES)
 
 
-def entry(name: str):
-    """The registry's spec of `name`, or None for a name outside it (a timm architecture, an hf-hub: name)."""
-    return REGISTRY.get(name)
-
-
 def of_kind(kind: str) -> dict:
     """{name: spec} of one kind, in the registry's order."""
     return {name: spec for name, spec in REGISTRY.items() if spec.kind == kind}

@@ -48,7 +48,8 @@ def fit_probe(recipe, card, split_data: dict, device, seed: int):
 
 
 def _fit(probe, card, split_data: dict):
-    (train_x, train_y), (val_x, val_y) = split_data["train"], split_data["val"]
+    # A split the probe does not read was not extracted for it (probes.base.splits_read): (None, None) in its place.
+    (train_x, train_y), (val_x, val_y) = split_data.get("train", (None, None)), split_data.get("val", (None, None))
     probe.fit(train_x, train_y, val_x, val_y, selection_metric=card.selection_metric)
     return probe
 
