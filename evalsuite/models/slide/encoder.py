@@ -1,0 +1,49 @@
+"""A slide encoder built from its entry: the module's network with seeded random weights, filled from `--weights` or
+the hub in the published key layout (the module's `published_keys`), frozen, with a weights id for cache keys."""
+
+import importlib
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+
+from evalsuite.errors import EvalsuiteError
+from evalsuite.models import checkpoints
+from evalsuite.models.hub import download_weights
+from evalsuite.models.image.architecture import RANDOM_INIT_SEED
+from evalsuite.models.slide.entries import SLIDE_ENCODERS
+from evalsuite.models.slide.spec import SlideEncoderSpec
+
+HUB_FILES = ("model.safetensors", "pytorch_model.bin")
+
+
+@dataclass
+class SlideEncoder:
+    spec: SlideEncoderSpec
+    model: torch.nn.Module  # forward(features [tiles, tile_dim], coords_level0 [tiles, 2], patch_size_level0) -> [E]
+    weights_id: str
+
+    @property
+    def embed_dim(self) -> int:
+        return self.spec.embed_dim
+
+
+def module_of(spec: SlideEncoderSpec):
+    return importlib.import_module(f"evalsuite.models.slide.{spec.module}")
+
+
+def build_slide_encoder(name: str, weights: str | None = None, random_init: bool = False) -> SlideEncoder:
+    """The slide encoder `name` names, frozen in eval mode; `weights`: a local file or folder in the published layout."""
+    if name not in SLIDE_ENCODERS:
+        raise EvalsuiteError(f"unknown slide encoder '{name}'; known: {', '.join(SLIDE_ENCODERS)}")
+    spec = SLIDE_ENCODERS[name]
+    module = module_of(spec)
+    model = checkpoints.seeded(lambda: module.build(spec), RANDOM_INIT_SEED)
+    if random_init:
+        weights_id = f"random-init:seed{RANDOM_INIT_SEED}"
+    else:
+        path = Path(weights) if weights else download_weights(name, spec.hub_id, spec.gated,
+                                                               spec.extra.get("hub_files", HUB_FILES))
+        weights_id, _ = checkpoints.load_key_for_key(model, path, prepare=module.published_keys)
+    model.eval().requires_grad_(False)
+    return SlideEncoder(spec, model, weights_id)
