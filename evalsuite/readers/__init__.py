@@ -45,6 +45,7 @@ READERS = {
     "tile_csv": "evalsuite.readers.tiles.tile_csv:TileCsvReader",
     "camelyon16": "evalsuite.readers.slides.camelyon16:Camelyon16Reader",
     "panda": "evalsuite.readers.slides.panda:PandaReader",
+    "patho_bench": "evalsuite.readers.slides.patho_bench:PathoBenchReader",
     "hest": "evalsuite.readers.spots.hest:HestReader",
 }
 

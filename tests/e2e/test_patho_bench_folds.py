@@ -1,0 +1,49 @@
+"""A Patho-Bench split file (hub layout, tests/readers/slides/patho_bench_layout.py) over 8 demo slides, run through
+`evalsuite run` fold by fold: the run JSON holds both folds, each with the file's test slides and its train slides
+(val carved from them), and every fold's probe rows. Reference: the fold columns written here."""
+
+import importlib.util
+
+import pytest
+import yaml
+from conftest import REPO, run_cli, run_record
+
+from evalsuite.readers.demo.demo_slides import demo_slides_folder
+
+pytestmark = pytest.mark.slow
+
+# 8 slides; a fold tests 2 a class and trains on the other 2 (one of them carved to val). 4 tiles a slide (the card's
+# max_tiles) keep it to about 7 s of CPU: tiling, not the forward, is most of it.
+PER_CLASS, FOLDS = 4, 2
+SPEC = importlib.util.spec_from_file_location("patho_bench_layout_e2e",
+                                              REPO / "tests" / "readers" / "slides" / "patho_bench_layout.py")
+layout = importlib.util.module_from_spec(SPEC)
+SPEC.loader.exec_module(layout)
+
+
+def test_each_fold_column_runs_and_the_run_json_holds_both_folds(tmp_path):
+    rows = layout.demo_rows(PER_CLASS, FOLDS)
+    layout.write_task(tmp_path / "splits", "demo_cohort", "tumour", rows, label_dict={0: "stroma", 1: "tumour"})
+    card = {"name": "patho_bench_demo", "kind": "slide", "data_root": str(tmp_path),
+            "reader": {"name": "patho_bench", "args": {"task_code": "demo_cohort--tumour", "splits_root": "splits",
+                                                       "slides": str(demo_slides_folder() / "{slide_id}.*")}},
+            "classes": ["stroma", "tumour"], "splits": ["train", "val", "test"],
+            "tiling": {"target_mpp": 0.5, "tile_size_px": 224, "min_tissue_fraction": 0.5, "max_tiles": 4},
+            "selection_metric": "balanced_accuracy", "probes": ["meanpool"]}
+    (tmp_path / "card.yaml").write_text(yaml.safe_dump(card))
+    out = tmp_path / "out"
+    result = run_cli("run", "--task", tmp_path / "card.yaml", "--model", "test_vit", "--random-init",
+                     "--probes", "meanpool", "--num-workers", "0", "--out", out)
+    assert result.returncode == 0, result.stderr
+    record = run_record(out, result)
+    assert [fold["fold"] for fold in record["folds"]] == list(range(FOLDS))
+    for fold in record["folds"]:
+        in_file = {split: sorted(r["slide_id"] for r in rows if r["folds"][fold["fold"]] == split)
+                   for split in ("train", "test")}
+        assert fold["column"] == f"fold_{fold['fold']}"
+        assert sorted(fold["test"]) == in_file["test"]
+        assert sorted(fold["train"] + fold["val"]) == in_file["train"] and fold["val"]
+        assert fold["scored"] == {split: len(fold[split]) for split in ("train", "val", "test")}
+    meanpool = next(p for p in record["probes"] if p["probe"] == "meanpool")
+    assert {f"test_fold{k}" for k in range(FOLDS)} <= set(meanpool["metrics"])
+    assert record["scored"]["test"] == len(rows)  # every slide is tested once over the folds
