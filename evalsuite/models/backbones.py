@@ -190,10 +190,11 @@ def load_weights(model: torch.nn.Module, weights: str | Path, key_mapping: str =
     if key_mapping == "in_order":
         state = checkpoints.in_order_state_dict(model, state, files[0])
     else:
-        if hasattr(model, "patch_embed"):
+        fitter = next((m for m in (model, getattr(model, "patch_embed", None)) if hasattr(m, "fit_state_dict")), None)
+        if fitter is not None:  # a trunk's head (conch_pooler) or stem (CTransPath's ConvStem) fits its own checkpoint
+            state = fitter.fit_state_dict(state)
+        elif hasattr(model, "patch_embed"):
             state = adapters.to_timm_vit(state, model)
-        elif hasattr(model, "fit_state_dict"):  # a trunk with a head (conch_pooler) fits its own checkpoint
-            state = model.fit_state_dict(state)
         state = checkpoints.matched_state_dict(model, state, files[0])
     checkpoints.assign_weights(model, state)
     return f"sha256:{checkpoints.weights_sha256(files)}"

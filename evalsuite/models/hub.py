@@ -52,6 +52,8 @@ def download_weights(model_name: str, hub_id: str, gated: bool | None, filenames
 
     `filenames` are tried in order; a repository that keeps its weights under another name (CONCH v1.5:
     `pytorch_model_vision.bin`) names it in the registry."""
+    if hub_id is None:  # published elsewhere (CTransPath, CHIEF: Google Drive)
+        raise EvalsuiteError(_elsewhere_message(model_name))
     from huggingface_hub import hf_hub_download
     from huggingface_hub.errors import EntryNotFoundError, GatedRepoError, LocalEntryNotFoundError
 
@@ -103,6 +105,18 @@ def _fetch_message(model_name: str, hub_id: str, gated: bool | None, reason: str
     elif gated is None:
         message += f"; if the repository is gated, accept its licence at {repo_url} and set HF_TOKEN"
     return message
+
+
+def _elsewhere_message(model_name: str) -> str:
+    """Where an entry without a hub id has its weights: the first of its `sources` (models/image/entries.py,
+    models/slide/<module>.py)."""
+    from evalsuite.models.registry import REGISTRY
+    from evalsuite.models.slide.entries import SLIDE_ENCODERS
+
+    sources = getattr(REGISTRY.get(model_name) or SLIDE_ENCODERS.get(model_name), "sources", ())
+    where = sources[0] if sources else "the page its registry entry names"
+    return (f"'{model_name}' has no weights on the Hugging Face Hub: download them from {where} and pass "
+            "--weights with the downloaded file, or --random-init for a baseline")
 
 
 def _gated_message(model_name: str, hub_id: str) -> str:

@@ -6,6 +6,7 @@ import contextlib
 import torch
 
 from evalsuite.models.image.conch_pooler import with_head
+from evalsuite.models.image.ctranspath import ConvStem
 from evalsuite.models.image.entries import ModelSpec
 
 RANDOM_INIT_SEED = 0
@@ -28,5 +29,5 @@ def resolve_layers(kwargs: dict) -> dict:
     """Layer classes are named in the registry (plain data); timm wants the classes."""
     from timm.layers import SwiGLUPacked
 
-    layers = {"SwiGLUPacked": SwiGLUPacked, "SiLU": torch.nn.SiLU}
+    layers = {"SwiGLUPacked": SwiGLUPacked, "SiLU": torch.nn.SiLU, "ConvStem": ConvStem}
     return {k: layers[v] if k.endswith("_layer") else v for k, v in kwargs.items()}

@@ -404,6 +404,28 @@ _SPECS += [
     _dinov3("small", 384),
     _dinov3("base", 768),
     _dinov3("large", 1024),
+    ModelSpec(
+        name="ctranspath",
+        architecture="swin_tiny_patch4_window7_224",
+        # TransPath's ctran.py: timm's Swin-T with CTransPath's convolutional stem (evalsuite.models.image.ctranspath),
+        # whose published file is in timm 0.5.4's Swin names (renamed on load by the stem's fit_state_dict).
+        timm_kwargs={"img_size": 224, "embed_layer": "ConvStem"},
+        # hub_id None: the weights are a Google Drive file, the first source; --weights names the downloaded copy.
+        pretrained_cfg=PretrainedCfg(hub_id=None, input_size_px=224, mean=IMAGENET_MEAN, std=IMAGENET_STD,
+                                     interpolation="bilinear", licence="GPL-3.0 (TransPath: non-commercial academic "
+                                     "use)", gated=None),
+        # The embedding is timm's head: the mean of the final LayerNorm-ed 7x7 tokens; 32 px per token at 224 px.
+        patch_size_px=32, num_prefix_tokens=0, token_dim=768, pooling=TIMM_HEAD, embed_dim=768, dense=FEATURE_MAP,
+        sources=("https://drive.google.com/file/d/1DoDx_70_TLj98gTf6YTXnu4tFhsFocDX/view",
+                 "https://github.com/Xiyue-Wang/TransPath/blob/26c61940312dbb239351eff46fe08c884e9e5c3e/ctran.py",
+                 "https://github.com/Xiyue-Wang/TransPath/blob/26c61940312dbb239351eff46fe08c884e9e5c3e/"
+                 "get_features_CTransPath.py",
+                 "https://doi.org/10.1016/j.media.2022.102559", TRIDENT),
+        unconfirmed="whether the Google Drive file asks for access; the resize filter (torchvision Resize(224) on "
+                    "PIL images: bilinear); the tiling (TransPath's README recommends 1.0 um/px; TRIDENT reads 256 px "
+                    "tiles at 10x); CHIEF's tile weights (CHIEF_CTransPath.pth) are another checkpoint of this "
+                    "network, passed with --weights",
+    ),
 ]
 
 
