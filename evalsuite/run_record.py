@@ -32,7 +32,8 @@ def run_record(config, card, backbone, probe_results, extracted, timings, device
                   # what probes read of a vision-language model: its joint embedding or the features before the
                   # projection (models/vision_language/entries.py); null for image-only models
                   "probe_features": backbone.probe_features,
-                  "data_config": describe_transform(backbone.data_config)},
+                  "data_config": describe_transform(backbone.data_config),
+                  **_slide_encoder_fields(config, backbone)},
         # What the backbone costs whatever the host's load: the report's cost axis (models/flops.py).
         "cost": forward_cost(backbone),
         "device": str(device),
@@ -44,3 +45,14 @@ def run_record(config, card, backbone, probe_results, extracted, timings, device
         "timings_s": timings,
         "versions": library_versions(),
     }
+
+
+def _slide_encoder_fields(config, backbone) -> dict:
+    """A slide-encoder run: the model is the slide encoder; the tile encoder that fed it is named beside it."""
+    encoder = backbone.slide_encoder
+    if encoder is None:
+        return {}
+    return {"name": config.label or encoder.label, "architecture_name": encoder.spec.name, "kind": encoder.spec.kind,
+            "weights_id": encoder.weights_id, "embed_dim": encoder.embed_dim, "tiling": encoder.spec.tiling,
+            "tile_encoder": {"name": backbone.name, "label": backbone.label, "weights_id": backbone.weights_id,
+                             "embed_dim": backbone.embed_dim, "pooling": backbone.pooling}}

@@ -11,12 +11,19 @@ from pathlib import Path
 
 from evalsuite.config import RunConfig
 from evalsuite.features.prepare import SPLITS, prepare_features, split_aliases, used_precision
+from evalsuite.features.slide_embeddings import (
+    card_for_encoder,
+    check_layout_memory,
+    embed_slides,
+    memory_limit,
+)
 from evalsuite.metrics.bootstrap import cluster_index, independence_note, interval_clusters, task_draw_seed
 from evalsuite.metrics.few_clusters import too_few_clusters
 from evalsuite.metrics.group_robustness import DEFAULT_K as GROUP_K
 from evalsuite.metrics.group_robustness import usable_k
 from evalsuite.metrics.seed_mean import TEST_DRAWS, seed_mean_intervals
 from evalsuite.models.backbones import build_backbone
+from evalsuite.models.registry import slide_encoder
 from evalsuite.probes import PROBES
 from evalsuite.probes._validate import check_regression_splits, check_two_classes_per_split, regression_target_names
 from evalsuite.probes.base import splits_read
@@ -63,6 +70,8 @@ def _run(config: RunConfig, dist, device, builds=None) -> dict | None:
     check_appendable(Path(config.out_dir) / LEADERBOARD_FILE)
     use_threads(config.threads)
     card = load_card(config.task)
+    encoder_spec = slide_encoder(config.model)
+    card = card_for_encoder(card, encoder_spec) if encoder_spec else card  # tiled at the slide encoder's own tiling
     recipes = run_recipes(config, card)  # a wrong recipe param is refused before the data is read, the model built
     card, reader, backbone = build_task_and_backbone(config, builds, card)
     check_val_choice(recipes, card, split_aliases(reader))
@@ -105,6 +114,9 @@ def _run(config: RunConfig, dist, device, builds=None) -> dict | None:
         if folds else features.keys
     record["cache"] = {"mode": features.plan.decision, "plan": features.plan.to_dict(), "keys": keys,
                        "shape_probe_forwards": sum(s.features.shape_probe_forwards for s in scored)}
+    if backbone.slide_encoder is not None:  # the slide-embedding caches beside the tile caches they were made from
+        record["cache"]["slide_embedding_keys"] = {fold_split(split, n) if folds else split: key for n, s in
+                                                   enumerate(scored) for split, key in s.embedding_keys.items()}
     record["distributed"] = {"world_size": dist.world_size, "samples_extracted_per_rank": features.extracted_per_rank}
     record["throughput"] = _fold_throughput([s.features.throughput for s in scored]) if folds else features.throughput
     if folds:
@@ -138,6 +150,7 @@ class _Scored:
     test_labels: object
     features_s: float
     probes_s: float
+    embedding_keys: dict  # a slide-encoder run: {split: slide-embedding cache key}; else empty
 
 
 def probe_splits(recipes: list, folds: int | None = None) -> tuple:
@@ -160,10 +173,16 @@ def _probe_data(recipe, split_data: dict, folds: int | None) -> dict:
 def _score(config, card, reader, backbone, device, dist, recipes, test_sites) -> _Scored | None:
     started = time.perf_counter()
     folds = getattr(reader, "cv_folds", None)
-    features = prepare_features(config, card, reader, backbone, device, dist, probe_splits(recipes, folds))
-    split_data = features.splits
+    encoder = backbone.slide_encoder
+    limit = memory_limit(config, device) if encoder is not None else None
+    features = prepare_features(config, card, reader, backbone, device, dist, probe_splits(recipes, folds),
+                                (lambda layouts: check_layout_memory(encoder, layouts, limit)) if encoder else None)
+    split_data, embedding_keys = features.splits, {}
     if not dist.is_main:
         return None
+    if encoder is not None:  # each slide (patient) through the slide encoder once: vectors for the probes
+        split_data, embedding_keys = embed_slides(config, card, reader, backbone, features, device,
+                                                  used_precision(config, backbone, device))
     features_s = time.perf_counter() - started
     if KINDS[card.kind].target == "class":  # a one-class split gives a degenerate probe that scores 1.000
         check_two_classes_per_split({split: labels for split, (_, labels) in split_data.items()}, card.classes,
@@ -181,7 +200,7 @@ def _score(config, card, reader, backbone, device, dist, recipes, test_sites) ->
                                                       config.seeds[0]))
     return _Scored(features, probe_results, test_clusters, {split: len(labels) for split, (_, labels) in
                                                              split_data.items()}, split_data["test"][1], features_s,
-                   time.perf_counter() - started - features_s)
+                   time.perf_counter() - started - features_s, embedding_keys)
 
 
 def _fold_throughput(per_fold: list) -> dict:

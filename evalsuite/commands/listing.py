@@ -51,7 +51,7 @@ def _data_source(data_root: str | None) -> str:
 
 def models_table() -> str:
     """One row per registry model: what a user needs to pick one and to compare embeddings."""
-    from evalsuite.models.registry import IMAGE, VISION_LANGUAGE, of_kind
+    from evalsuite.models.registry import IMAGE, SLIDE, VISION_LANGUAGE, of_kind
     from evalsuite.reporting.table.text_table import format_table
 
     header = ["name", "kind", "embed dim", "tokens", "patch", "input", "licence; access"]
@@ -63,6 +63,11 @@ def models_table() -> str:
     body += [[spec.name, spec.kind, str(spec.embed_dim), f"{_vlm_image_output(spec)}; text "
               f"{spec.context_length_tokens} tokens", "-", f"{spec.pretrained_cfg.input_size_px} px", _licence(spec)]
              for spec in of_kind(VISION_LANGUAGE).values()]
+    # A slide encoder reads a tile encoder's features at its own tiling (docs/slide_encoders.md): those go where a
+    # tile model's tokens and input go.
+    body += [[spec.name, spec.kind, str(spec.embed_dim), f"slide from {spec.tile_encoder} tiles ({spec.tile_dim}-d)",
+              "-", f"{spec.tiling['tile_size_px']} px tiles at {spec.magnification} ({spec.tiling['target_mpp']:g} um/px)",
+              _access(spec.licence, spec.gated)] for spec in of_kind(SLIDE).values()]
     return format_table(header, body)
 
 
@@ -81,9 +86,11 @@ def _tokens(spec) -> str:
 
 
 def _licence(spec) -> str:
-    cfg = spec.pretrained_cfg
-    access = {True: "gated", False: "open", None: "gating unconfirmed"}[cfg.gated]
-    return f"{cfg.licence}; {access}"
+    return _access(spec.pretrained_cfg.licence, spec.pretrained_cfg.gated)
+
+
+def _access(licence: str, gated: bool | None) -> str:
+    return f"{licence}; {({True: 'gated', False: 'open', None: 'gating unconfirmed'}[gated])}"
 
 
 def _print_names(section: str, names: list[str]) -> None:

@@ -71,6 +71,10 @@ def main(args) -> None:
 
     if chance_level_note(record):  # a random-init zero-shot run must not read as a model's score
         print(f"note: {chance_level_note(record)}")
+    if record["model"].get("tile_encoder") and str(record["model"]["weights_id"]).startswith("random-init"):
+        print(f"note: {record['model']['name']} ran with random weights (--random-init): its tile encoder and slide "
+              "encoder are untrained, so its numbers are chance level (they test the pipeline, not the model); for "
+              "real numbers pass --weights with the slide encoder's checkpoint (docs/slide_encoders.md)")
     print(f"results: {record['results_path']}")
     for plot in record.get("plots", []):
         print(f"reliability diagram: {plot}")

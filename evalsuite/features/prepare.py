@@ -102,8 +102,9 @@ def chunk_rows_for(row_shape, batch_size: int, requested: int | None) -> int:
     return max(batch_size, rows // batch_size * batch_size)
 
 
-def plan_splits(config, card, reader, backbone, device, splits=SPLITS) -> PreparedSplits:
-    """The budget plan, keys and datasets of `splits` (default: all three; a run passes the splits its probes read)."""
+def plan_splits(config, card, reader, backbone, device, splits=SPLITS, before_forward=None) -> PreparedSplits:
+    """The budget plan, keys and datasets of `splits` (default: all three; a run passes the splits its probes read).
+    `before_forward(layouts)` checks a slide task's layouts before the first forward, the row-shape pass."""
     config = config.for_device(device.type)  # API callers may leave the device's defaults (workers) unset
     cache = FeatureCache(Path(config.out_dir) / "cache")
     transform = build_transform(backbone.data_config)
@@ -114,6 +115,8 @@ def plan_splits(config, card, reader, backbone, device, splits=SPLITS) -> Prepar
     for split, dataset in datasets.items():
         if len(dataset) == 0:
             raise EvalsuiteError(f"task card {card.path}: split '{split}' has no samples")
+    if before_forward is not None:
+        before_forward(layouts)
     place_on_device(backbone, device)  # before the row-shape pass, the run's first forward
     row_shape, forwards = _row_shape(cache, keys, datasets, feature_fn(backbone, card), device, precision)
     # Segmentation datasets give one mask's shape (uint8); class-id datasets have none (int64 ids).
@@ -159,6 +162,7 @@ class PreparedFeatures:
     slides: dict  # slide tasks: {split: slide and tile counts, skipped slides}; empty otherwise
     throughput: dict  # rates and device-hours (evalsuite.features.throughput.summarise); empty off rank 0
     keys: dict = dataclasses.field(default_factory=dict)  # {split: cache key}, for the run's provenance
+    layouts: dict = dataclasses.field(default_factory=dict)  # slide tasks: {split: SlideLayout}; empty otherwise
 
 
 def extract_chunks(job: ExtractionJob, writer, dataset, split: str, chunks) -> int:
@@ -208,15 +212,17 @@ def _extract_split(job: ExtractionJob, split: str, prepared: PreparedSplits) -> 
     return dist.all_gather(forwarded)
 
 
-def prepare_features(config, card, reader, backbone, device, dist=Dist(), splits=SPLITS) -> PreparedFeatures:
+def prepare_features(config, card, reader, backbone, device, dist=Dist(), splits=SPLITS,
+                     before_extraction=None) -> PreparedFeatures:
     """Plan, extract what is not cached, and open the caches of `splits` (and of the splits their aliases stand
     for); the other splits are neither read nor opened, and are absent from the result.
 
     Rank 0 plans and its decision holds for all ranks; every rank extracts its shard of the
-    pending chunks; only rank 0 opens the finished caches.
+    pending chunks; only rank 0 opens the finished caches. `before_extraction(layouts)`: a check of the slide
+    layouts before the first forward (plan_splits) (a slide-encoder run refuses a slide too large for its forward).
     """
     config = config.for_device(device.type)
-    prepared = plan_splits(config, card, reader, backbone, device, splits)
+    prepared = plan_splits(config, card, reader, backbone, device, splits, before_extraction)
     prepared.plan = dist.broadcast(prepared.plan)
     if prepared.plan.decision == "refuse":
         raise BudgetRefused(f"budget: {prepared.plan.reason}")  # RAM or disk: the plan says which
@@ -243,4 +249,4 @@ def prepare_features(config, card, reader, backbone, device, dist=Dist(), splits
     throughput = summarise({split: load_split_record(job.cache.folder(prepared.keys[split])) for split in own},
                            sum(len(prepared.datasets[split]) for split in own)) if dist.is_main else {}
     return PreparedFeatures(prepared.plan, opened, extracted, prepared.shape_probe_forwards, slides, throughput,
-                            dict(prepared.keys))
+                            dict(prepared.keys), dict(prepared.layouts))

@@ -34,7 +34,7 @@ from evalsuite.models.pooling import (
     pooled_dim,
     token_grid,
 )
-from evalsuite.models.registry import IMAGE, REGISTRY, VISION_LANGUAGE
+from evalsuite.models.registry import IMAGE, REGISTRY, SLIDE, VISION_LANGUAGE
 from evalsuite.models.vision_language.towers import build_vlm
 from evalsuite.storage.names import weights_label
 
@@ -53,6 +53,7 @@ class Backbone:
     precision: str | None = None  # compute precision the registry pins for `--precision auto` (None: the device's)
     text: object = None  # models.vision_language.towers.TextTower of a vision-language model (the zeroshot probe's prompts); else None
     probe_features: str | None = None  # "before_projection" (models/vision_language/entries.py): in the cache key; None: the only
+    slide_encoder: object = None  # models.slide.encoder.SlideEncoder of a slide-encoder entry: this backbone is its tile encoder
 
     def pooled_features(self, images):
         """[batch, embed_dim] embedding for classification probes."""
@@ -169,7 +170,16 @@ def _vision_language_backbone(spec, weights: str | None, random_init: bool, labe
     return Backbone(name=spec.name, label=label, **build_vlm(spec, weights, random_init, RANDOM_INIT_SEED))
 
 
-_BUILDERS = {IMAGE: _image_backbone, VISION_LANGUAGE: _vision_language_backbone}  # models/registry.py's kinds
+def _slide_backbone(spec, weights: str | None, random_init: bool, label: str) -> Backbone:
+    """A slide encoder's run embeds its tiles with the entry's tile encoder (from the hub, or random with
+    --random-init) and carries the slide encoder, which `--weights` fills (models/slide/encoder.py)."""
+    from evalsuite.models.slide.encoder import build_slide_encoder, tile_weights_in
+
+    tiles = _build_backbone(spec.tile_encoder, tile_weights_in(spec, weights), random_init)
+    return dataclasses.replace(tiles, slide_encoder=build_slide_encoder(spec.name, weights, random_init, label))
+
+
+_BUILDERS = {IMAGE: _image_backbone, VISION_LANGUAGE: _vision_language_backbone, SLIDE: _slide_backbone}  # registry kinds
 
 
 def spec_backbone(spec: ModelSpec, model: torch.nn.Module, weights_id: str, label: str) -> Backbone:

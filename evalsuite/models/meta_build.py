@@ -14,6 +14,8 @@ image) cost no memory and no download. Nothing is read from a checkpoint, not ev
 The pooling rules (`--pooling`, a card's `pooling:`) apply as for a loaded backbone (backbones.build_backbone).
 """
 
+import dataclasses
+
 import torch
 
 from evalsuite.errors import EvalsuiteError
@@ -26,7 +28,7 @@ from evalsuite.models.backbones import (
     create_architecture,
     spec_backbone,
 )
-from evalsuite.models.registry import IMAGE, REGISTRY, VISION_LANGUAGE
+from evalsuite.models.registry import IMAGE, REGISTRY, SLIDE, VISION_LANGUAGE
 from evalsuite.models.vision_language.towers import build_vlm
 from evalsuite.storage.names import weights_label
 
@@ -74,4 +76,14 @@ def _vision_language_on_meta(spec, label: str) -> Backbone:
     return Backbone(name=spec.name, label=label, **{**fields, "weights_id": META_WEIGHTS_ID})
 
 
-_META_BUILDERS = {IMAGE: _image_on_meta, VISION_LANGUAGE: _vision_language_on_meta}  # models/registry.py's kinds
+def _slide_on_meta(spec, label: str) -> Backbone:
+    """The tile encoder on the meta device, carrying the slide encoder on the meta device too."""
+    from evalsuite.models.slide.encoder import SlideEncoder, module_of
+
+    with torch.device("meta"):
+        network = module_of(spec).build(spec)
+    tiles = _build(spec.tile_encoder, None, False)
+    return dataclasses.replace(tiles, slide_encoder=SlideEncoder(spec, network.eval(), META_WEIGHTS_ID, label))
+
+
+_META_BUILDERS = {IMAGE: _image_on_meta, VISION_LANGUAGE: _vision_language_on_meta, SLIDE: _slide_on_meta}

@@ -11,9 +11,11 @@ a new probe is a class in the folder of what it reads and one line here.
 from evalsuite.probes.bags.abmil import ABMILProbe
 from evalsuite.probes.bags.meanpool import MeanPoolProbe
 from evalsuite.probes.bags.mizero import MIZeroProbe
+from evalsuite.probes.pooled.cox import CoxProbe
 from evalsuite.probes.pooled.fewshot import FewShotProbe
 from evalsuite.probes.pooled.knn import KNNProbe
 from evalsuite.probes.pooled.linear import LinearProbe
+from evalsuite.probes.pooled.logreg import LogisticRegressionProbe
 from evalsuite.probes.pooled.retrieval import RetrievalProbe
 from evalsuite.probes.pooled.ridge import HestRidgeProbe, RidgeProbe
 from evalsuite.probes.texts.text_retrieval import TextRetrievalProbe
@@ -35,4 +37,6 @@ PROBES = {
     "zeroshot": ZeroShotProbe,
     "text_retrieval": TextRetrievalProbe,
     "mizero": MIZeroProbe,
+    "logreg": LogisticRegressionProbe,
+    "cox": CoxProbe,
 }

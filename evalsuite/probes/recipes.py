@@ -48,29 +48,40 @@ def load_recipe(name: str) -> ProbeRecipe:
                        sha256=sha256)
 
 
+# A slide-encoder run's probes when --probes names none: Patho-Bench's two slide-embedding protocols, its logistic
+# regression for classes and a Cox model for survival (docs/slide_encoders.md); knn, retrieval and fewshot on request.
+SLIDE_ENCODER_PROBES = {"class": ["logreg"], "survival": ["cox"]}
+
+
 def run_recipes(config, card) -> list:
     """The run's recipes (`--probes`, else the card's), their params and their fit to the card checked: needs only
-    the card, so it is done before the reader scans the data and the backbone is built (or downloaded)."""
-    return [check_recipe_fits(load_recipe(name), card) for name in (config.probes or card.probes)]
+    the card, so it is done before the reader scans the data and the backbone is built (or downloaded). A slide
+    encoder (`--model titan`) turns each slide into one vector: its probes read vectors."""
+    from evalsuite.models.registry import slide_encoder
+
+    entry = slide_encoder(config.model)
+    if entry is None or not KINDS[card.kind].bags:
+        return [check_recipe_fits(load_recipe(name), card) for name in (config.probes or card.probes)]
+    names = config.probes or SLIDE_ENCODER_PROBES[KINDS[card.kind].target]
+    return [check_recipe_fits(load_recipe(name), card, f"slide encoder {entry.name}") for name in names]
 
 
-
-
-def check_recipe_fits(recipe: ProbeRecipe, card) -> ProbeRecipe:
+def check_recipe_fits(recipe: ProbeRecipe, card, slide_encoder: str | None = None) -> ProbeRecipe:
     """A probe reads one kind of cached feature (`inputs`: vectors, token grids or slide bags); the card's kind
-    decides which its cache holds."""
+    decides which its cache holds, and a slide encoder (`slide_encoder`: its words for errors) makes slide vectors."""
     kind = KINDS[card.kind]
-    needed = "bags" if kind.bags else ("tokens" if kind.dense else "vectors")
+    needed = "vectors" if slide_encoder else "bags" if kind.bags else ("tokens" if kind.dense else "vectors")
+    task = f"{card.kind} task '{card.name}'" + (f" with {slide_encoder}" if slide_encoder else "")
     probe_inputs = PROBES[recipe.probe].inputs
     if probe_inputs != needed:
         fitting = sorted(name for name, probe in PROBES.items() if probe.inputs == needed)
         raise EvalsuiteError(f"probe recipe {recipe.path}: probe '{recipe.probe}' reads {probe_inputs} but "
-                             f"{card.kind} task '{card.name}' caches {needed}; use a recipe of {', '.join(fitting)}")
+                             f"{task} caches {needed}; use a recipe of {', '.join(fitting)}")
     if kind.target not in PROBES[recipe.probe].targets:
         fitting = sorted(name for name, probe in PROBES.items()
                          if probe.inputs == needed and kind.target in probe.targets)
         raise EvalsuiteError(f"probe recipe {recipe.path}: probe '{recipe.probe}' does not learn the targets of "
-                             f"{card.kind} task '{card.name}'; use a recipe of {', '.join(fitting)}")
+                             f"{task}; use a recipe of {', '.join(fitting)}")
     return recipe
 
 

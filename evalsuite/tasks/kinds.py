@@ -113,7 +113,7 @@ KINDS = {
                       intervals=True, card_fields=("pooling", "tiling", "ordinal", "zeroshot"),
                       check_card=_check_slide_card, samples="slides"),
     "survival": TaskKind("survival", feature="pooled", selection_metrics=tuple(SURVIVAL_METRICS),
-                         score=survival_split_metrics, intervals=True, card_fields=("pooling", "tiling"),
+                         score=survival_split_metrics, intervals=True, card_fields=("pooling", "tiling", "fusion"),
                          check_card=_check_slide_card, samples="slides", target="survival",
                          per_patient=True),
     # A float vector per tile (HEST's gene expression of a spot, demo_counts' nuclei per type), scored per target.

@@ -68,7 +68,7 @@ SPECS = (
                     "keys are those of CHIEF.py's module, which the authors load strictly); 'gated' stands for the "
                     "README's access request on Google Drive; the tile weights must be CHIEF_CTransPath.pth "
                     "(extra['tile_weights']), not TransPath's ctranspath.pth",
-        extra={"tile_weights": "CHIEF_CTransPath.pth"},  # what the `ctranspath` tile encoder must load for CHIEF
+        extra={"tile_weights": "CHIEF_CTransPath.pth", "hub_files": ("CHIEF_pretraining.pth",)},  # what the `ctranspath` tile encoder must load for CHIEF
     ),
 )
 

@@ -6,7 +6,7 @@ names those modules, in the order `evalsuite list models` shows them.
 
 import importlib
 
-MODULES = ("titan", "prism", "chief", "feather", "madeleine")  # filled as the entries land: ("titan", "prism", "gigapath_slide", "chief", "feather", "madeleine")
+MODULES = ("titan", "prism", "gigapath_slide", "chief", "feather", "madeleine")
 
 
 def _entries() -> dict:

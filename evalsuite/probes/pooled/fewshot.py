@@ -28,6 +28,7 @@ NORM_EPS = 1e-12  # torch.nn.functional.normalize's floor of a norm
 
 
 class FewShotProbe(SplitScoringProbe):
+    targets = ("class",)  # vectors with class ids (a slide encoder's survival vectors go to the cox probe)
     interval_unit = INTERVAL_UNIT
 
     def __init__(self, num_classes: int, shots: list[int] = (1, 2, 4, 8, 16), support_sets: int = 100,

@@ -18,6 +18,7 @@ VOTE_ROWS = 4096  # queries voted at a time
 
 
 class KNNProbe(FittedProbe):
+    targets = ("class",)  # vectors with class ids (a slide encoder's survival vectors go to the cox probe)
     def __init__(self, num_classes: int, k: int | list[int] = (1, 3, 5, 10, 20, 30, 40, 50), batch_size: int = 1024,
                  device: torch.device = torch.device("cpu"), seed: int = 0):
         self.num_classes = num_classes

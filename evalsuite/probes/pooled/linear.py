@@ -23,6 +23,7 @@ from evalsuite.runtime.progress import Progress
 
 
 class LinearProbe(FittedProbe):
+    targets = ("class",)  # vectors with class ids (a slide encoder's survival vectors go to the cox probe)
     PARAM_RULES = {"lr": POSITIVE, "weight_decay": NON_NEGATIVE}
 
     def __init__(self, num_classes: int, lr: float | list[float] = (1e-3,), weight_decay: float | list[float] = (0.0,),

@@ -31,6 +31,7 @@ INTERVAL_UNIT = "query"
 
 
 class RetrievalProbe(SplitScoringProbe):
+    targets = ("class",)  # vectors with class ids (a slide encoder's survival vectors go to the cox probe)
     interval_unit = INTERVAL_UNIT
 
     def __init__(self, num_classes: int, ks: int | list[int] = (1, 3, 5, 10), batch_size: int = 256,

@@ -42,6 +42,9 @@ class SlideLayout:
     read_sizes_px: list  # tile side read at that level
     tile_size_px: int
     skipped: list = field(default_factory=list)  # [{"slide": id, "path": ..., "reason": one line}]
+    # One tile's side in level-0 pixels, per slide (a slide encoder's patch_size_level0); None in caches tiled before
+    # it was kept: then the read size times the level's downsample (features/slide_embeddings.py).
+    sides_level0_px: list | None = None
 
     @property
     def tiles(self) -> int:
@@ -53,13 +56,15 @@ class SlideLayout:
     def to_manifest(self) -> dict:
         return {"slides": {"ids": self.slide_ids, "paths": self.paths, "offsets": self.offsets.tolist(),
                            "levels": self.levels, "read_sizes_px": self.read_sizes_px,
-                           "tile_size_px": self.tile_size_px, "skipped": self.skipped}}
+                           "tile_size_px": self.tile_size_px, "skipped": self.skipped,
+                           **({"sides_level0_px": self.sides_level0_px} if self.sides_level0_px else {})}}
 
     @classmethod
     def from_manifest(cls, manifest: dict, coords_level0: np.ndarray) -> "SlideLayout":
         slides = manifest["slides"]
         return cls(slides["ids"], slides["paths"], np.asarray(slides["offsets"], dtype=np.int64), coords_level0,
-                   slides["levels"], slides["read_sizes_px"], slides["tile_size_px"], slides["skipped"])
+                   slides["levels"], slides["read_sizes_px"], slides["tile_size_px"], slides["skipped"],
+                   slides.get("sides_level0_px"))
 
 
 def tiling_of(card) -> dict:
@@ -121,7 +126,7 @@ def tile_slides(records: list, tiling: dict, skip_bad: bool, num_workers: int, d
                        np.concatenate([[0], np.cumsum(counts)]).astype(np.int64),
                        np.concatenate([grids[i].coords_level0 for i in kept]).astype(np.int64),
                        [int(grids[i].level) for i in kept], [int(grids[i].read_size_px) for i in kept],
-                       int(tiling["tile_size_px"]), skipped)
+                       int(tiling["tile_size_px"]), skipped, [float(grids[i].side_level0_px) for i in kept])
 
 
 class SlideTiles(BatchDecoding, torch.utils.data.Dataset):

@@ -127,7 +127,8 @@ def tile_grid(slide: Slide, slide_mpp: float, target_mpp: float, tile_size_px: i
                              f"at {target_mpp:g} um/px ({side_level0:.0f} level-0 px); lower tile_size_px or "
                              f"target_mpp in the card")
     fraction = _tissue_fractions(tissue_mask(slide), slide.dimensions, coords, side_level0)
-    keep = fraction >= min_tissue_fraction
+    # 0 keeps every tile that touches tissue (TRIDENT's default, min_tissue_proportion=0, slide-encoder runs' rule).
+    keep = fraction > 0 if min_tissue_fraction == 0 else fraction >= min_tissue_fraction
     if not keep.any():
         raise EvalsuiteError(f"slide {slide.path}: no tissue found (no {tile_size_px}-px tile at {target_mpp:g} "
                              f"um/px has a tissue fraction >= {min_tissue_fraction:g}); check the slide or lower "
