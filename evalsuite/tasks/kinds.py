@@ -77,10 +77,13 @@ def _check_slide_card(raw: dict, path, classes: list) -> None:
     for name, value in tiling.items():
         if value is None and name in ("mpp", "max_tiles"):
             continue
-        if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0 \
+        # min_tissue_fraction 0 keeps every tile touching tissue (TRIDENT's rule; a slide-encoder run's)
+        low_ok = value >= 0 if name == "min_tissue_fraction" else value > 0
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not low_ok \
                 or (TILING_FIELDS[name] is int and not isinstance(value, int)):
-            raise EvalsuiteError(f"task card {path}: tiling.{name} must be a positive {TILING_FIELDS[name].__name__}, "
-                                 f"got {value!r}")
+            raise EvalsuiteError(f"task card {path}: tiling.{name} must be a "
+                                 f"{'non-negative' if name == 'min_tissue_fraction' else 'positive'} "
+                                 f"{TILING_FIELDS[name].__name__}, got {value!r}")
     if tiling.get("min_tissue_fraction", 0) > 1:
         raise EvalsuiteError(f"task card {path}: tiling.min_tissue_fraction is a fraction in (0, 1]")
 
