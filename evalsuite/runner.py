@@ -47,6 +47,8 @@ def build_task_and_backbone(config: RunConfig, builds=None, card=None):
     """(card, reader, backbone) for a config: the setup `run` and `budget` share. `builds` (a sweep's
     `models.backbones.ReusedBuilds`) hands back the model it built for the previous cell; `card`: already loaded."""
     card = card or load_card(config.task)
+    encoder = slide_encoder(config.model)
+    card = card_for_encoder(card, encoder) if encoder else card  # a slide encoder's run tiles at its own tiling
     reader = build_reader(card, config.data_root, config.check_counts)
     backbone = build_backbone(config.model, config.weights, config.random_init, config.pooling, card.pooling,
                               builds=builds)
@@ -70,8 +72,6 @@ def _run(config: RunConfig, dist, device, builds=None) -> dict | None:
     check_appendable(Path(config.out_dir) / LEADERBOARD_FILE)
     use_threads(config.threads)
     card = load_card(config.task)
-    encoder_spec = slide_encoder(config.model)
-    card = card_for_encoder(card, encoder_spec) if encoder_spec else card  # tiled at the slide encoder's own tiling
     recipes = run_recipes(config, card)  # a wrong recipe param is refused before the data is read, the model built
     card, reader, backbone = build_task_and_backbone(config, builds, card)
     check_val_choice(recipes, card, split_aliases(reader))

@@ -85,7 +85,12 @@ def _plan(config, device, no_weights: bool):
     from evalsuite.readers import build_reader
     from evalsuite.tasks.cards import load_card
 
+    from evalsuite.features.slide_embeddings import card_for_encoder
+    from evalsuite.models.registry import slide_encoder
+
     card = load_card(config.task)
+    encoder = slide_encoder(config.model)
+    card = card_for_encoder(card, encoder) if encoder else card  # tiled as the slide encoder's run tiles
     if config.data_root is None and card.data_root is None:
         sizes = card_sizes(card)  # before the backbone: a card that cannot be planned is refused at once
         backbone, note = _backbone(config, card, no_weights)

@@ -9,10 +9,10 @@ ITEMS_PER_CHUNK items, each checksummed and logged after its bytes are on disk, 
 unfinished chunk and the finished cache is byte for byte the one an uninterrupted run writes.
 
 Items: slides, or, where the task scores patients (survival), patients with the card's `fusion`:
-- early (the default; Patho-Bench's combine_slides_per_patient=True): all tiles of a patient's slides, features and
-  level-0 coordinates concatenated in cache order, in one slide-encoder forward;
-- late (combine_slides_per_patient=False): each slide embedded alone, then the mean of the patient's slide
-  embeddings (float32 mean, stored float16).
+- early (Patho-Bench's combine_slides_per_patient=True; the default for encoders that ignore positions): all tiles
+  of a patient's slides, features and level-0 coordinates concatenated in cache order, in one slide-encoder forward;
+- late (combine_slides_per_patient=False; the default, and the only rule, for encoders that read positions): each
+  slide embedded alone, then the mean of the patient's slide embeddings (float32 mean, stored float16).
 The probes then read [items, embed_dim] vectors like any pooled tile cache (probes/pooled/).
 """
 
@@ -60,10 +60,17 @@ def card_for_encoder(card, spec):
     return dataclasses.replace(card, extra={**card.extra, "tiling": tiling})
 
 
-def fusion_of(card) -> str:
-    fusion = card.extra.get("fusion", EARLY)
+def fusion_of(card, spec) -> str:
+    """The card's `fusion`, else early for a set model and late for one that reads tile positions: a patient's
+    slides share no coordinate frame, so their tiles cannot be placed on one grid (Patho-Bench's README runs TITAN
+    with combine_slides_per_patient=False). Early fusion with a positional encoder is refused."""
+    fusion = card.extra.get("fusion", LATE if spec.uses_coords else EARLY)
     if fusion not in FUSIONS:
         raise EvalsuiteError(f"task card {card.path}: fusion must be one of {', '.join(FUSIONS)}, got {fusion!r}")
+    if fusion == EARLY and spec.uses_coords:
+        raise EvalsuiteError(f"task card {card.path}: fusion early puts a patient's slides on one grid, but "
+                             f"{spec.name} reads tile positions and the slides share no coordinate frame; use fusion: "
+                             "late (the mean of the slides' embeddings)")
     return fusion
 
 
@@ -167,7 +174,7 @@ def embed_slides(config, card, reader, backbone, features, device, precision: st
     from evalsuite.tasks.kinds import KINDS
 
     encoder = backbone.slide_encoder
-    fusion = fusion_of(card) if KINDS[card.kind].per_patient else None
+    fusion = fusion_of(card, encoder.spec) if KINDS[card.kind].per_patient else None
     cache = FeatureCache(Path(config.out_dir) / "cache")
     limit = memory_limit(config, device)
     embedded, keys = {}, {}

@@ -74,7 +74,8 @@ def check_recipe_fits(recipe: ProbeRecipe, card, slide_encoder: str | None = Non
     task = f"{card.kind} task '{card.name}'" + (f" with {slide_encoder}" if slide_encoder else "")
     probe_inputs = PROBES[recipe.probe].inputs
     if probe_inputs != needed:
-        fitting = sorted(name for name, probe in PROBES.items() if probe.inputs == needed)
+        fitting = sorted(name for name, probe in PROBES.items()
+                         if probe.inputs == needed and kind.target in probe.targets)
         raise EvalsuiteError(f"probe recipe {recipe.path}: probe '{recipe.probe}' reads {probe_inputs} but "
                              f"{task} caches {needed}; use a recipe of {', '.join(fitting)}")
     if kind.target not in PROBES[recipe.probe].targets:

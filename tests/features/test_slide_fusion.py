@@ -74,4 +74,13 @@ def test_early_and_late_differ_for_the_two_slide_patient():
 def test_a_card_with_another_fusion_word_is_refused_in_one_line(tmp_path):
     card = SimpleNamespace(extra={"fusion": "mean"}, path=tmp_path / "card.yaml")
     with pytest.raises(EvalsuiteError, match="fusion must be one of early, late, got 'mean'"):
-        fusion_of(card)
+        fusion_of(card, SimpleNamespace(uses_coords=False, name="chief"))
+
+
+def test_positional_encoders_fuse_late_and_refuse_early(tmp_path):
+    titan, chief = SimpleNamespace(uses_coords=True, name="titan"), SimpleNamespace(uses_coords=False, name="chief")
+    plain = SimpleNamespace(extra={}, path=tmp_path / "card.yaml")
+    assert fusion_of(plain, titan) == LATE and fusion_of(plain, chief) == EARLY
+    early = SimpleNamespace(extra={"fusion": "early"}, path=tmp_path / "card.yaml")
+    with pytest.raises(EvalsuiteError, match="titan reads tile positions and the slides share no coordinate frame"):
+        fusion_of(early, titan)
