@@ -28,6 +28,13 @@ fewer tiles the larger the model. For each, in order:
 - ``bf16 vs fp32``: pooled features of the first PCam tiles (the reader's per-tile transform) in float32 (TF32
   off for matmuls and convolutions) and under bf16 autocast; per tile the relative error ||bf16 - fp32|| / ||fp32||
   (L2 over the feature vector), its maximum and median over the tiles, and the lowest cosine similarity.
+Then ``slide encoders``: each slide encoder of the registry (``--slide-encoders``) at its published size, random
+weights, float32 (TF32 off), at 1,000 and 10,000 tiles per slide (``--slide-tiles``), measured as
+``benchmarks/slide_encoders.py`` measures a point (its functions, in this process): random-normal tile features and
+level-0 coordinates on a square grid of the entry's tile side, one warm-up forward on 64 tiles, then seconds per
+slide (the fastest of up to 5 forwards within 2 s) and ``torch.cuda.max_memory_allocated`` over the weights, beside
+``forward_bytes`` (models/slide/memory.py: the estimate a run refuses a slide with) and peak / estimate; a point out
+of GPU memory is printed as such and the others still run.
 Then ``CUDA tests``: the suite has no CUDA marker, so the tests that name the GPU are run: ``python -m pytest -q
 -k "cuda or gpu or device"`` over the test files that mention ``cuda`` (this check's own smoke test excluded), in a
 subprocess, with their pass / fail / skip counts. And ``torchrun``: ``torchrun --standalone --nproc_per_node=1 -m
@@ -54,7 +61,8 @@ How to read it
 
 ``--smoke``: the same code on tiny sizes for CI on the CPU (timm's ``test_vit``, a handful of tiles, one small
 slide, precision as a run picks it there: fp32, or bf16 where the CPU has it natively); the GPU-memory part says
-``skipped: no CUDA device`` and the CUDA tests are only collected, not run. With a GPU, ``--smoke`` runs the GPU
+``skipped: no CUDA device`` and the CUDA tests are only collected, not run. The slide-encoder part runs on
+``--smoke`` only for the encoders ``--slide-encoders`` names (at 50 tiles; on the CPU seconds only). With a GPU, ``--smoke`` runs the GPU
 parts on the tiny sizes. Writes ``gpu_check.json`` and ``gpu_check.md`` under ``--out`` (default
 ``./gpu_check_out``); the synthetic data go to a temporary folder, removed at the end.
 
@@ -112,6 +120,7 @@ class Sizes:
     models: tuple
     slide_side_tiles: int  # tissue tiles along each side of a synthetic slide
     compare_tiles: int  # tiles of the bf16 vs fp32 comparison
+    slide_encoder_tiles: tuple = ()  # tiles per slide of the slide-encoder part's points
 
 
 # Slide tiles as many as PCam tiles: a split's start-up (forking the workers, their first batches) weighs on a short
@@ -119,8 +128,11 @@ class Sizes:
 FULL = Sizes(models=(ModelSize("ViT-L/14", ("vit_large_patch14_224", "vit_large_patch14_clip_224"), 16384, 16384),
                      ModelSize("ViT-H/14", ("vit_huge_patch14_224", "vit_huge_patch14_clip_224"), 8192, 8192),
                      ModelSize("ViT-g/14", ("vit_giant_patch14_224", "vit_giant_patch14_clip_224"), 4096, 4096)),
-             slide_side_tiles=32, compare_tiles=32)
-SMOKE = Sizes(models=(ModelSize("timm test ViT", ("test_vit",), 32, 16),), slide_side_tiles=4, compare_tiles=4)
+             slide_side_tiles=32, compare_tiles=32, slide_encoder_tiles=(1000, 10000))
+# The smoke sizes measure no slide encoder unless --slide-encoders names some (then at 50 tiles): CI's smoke run
+# stays as it was.
+SMOKE = Sizes(models=(ModelSize("timm test ViT", ("test_vit",), 32, 16),), slide_side_tiles=4, compare_tiles=4,
+              slide_encoder_tiles=(50,))
 
 
 # --- device --------------------------------------------------------------------------------------
@@ -421,6 +433,71 @@ def measure_model(model: ModelSize, index: int, data: dict, device, settings: di
     return result
 
 
+# --- slide encoders ------------------------------------------------------------------------------
+
+def slide_encoder_names(args) -> list:
+    """The slide encoders the part measures: --slide-encoders, else every entry on the full sizes, none on --smoke."""
+    from evalsuite.models.slide.entries import SLIDE_ENCODERS
+
+    if args.slide_encoders is None:
+        return [] if args.smoke else list(SLIDE_ENCODERS)
+    return [name for name in args.slide_encoders if name != "none"]
+
+
+def slide_encoder_point(encoder, tiles: int, device) -> dict:
+    """benchmarks/slide_encoders.py's measurement in this process: on a GPU seconds and the peak over the weights;
+    on the CPU (smoke) seconds only, the host's peak needing a process of its own."""
+    import torch
+    from slide_encoders import cuda_point, slide_inputs, summary, timed_forwards, warm_up
+
+    try:
+        if device.type == "cuda":
+            return cuda_point(encoder, tiles, device)
+        warm_up(encoder, device)
+        features, coords, side = slide_inputs(encoder.spec, tiles, device)
+        return {**summary(timed_forwards(encoder.model, features, coords, side, device)), "peak_bytes": None}
+    except torch.OutOfMemoryError:
+        return {"skipped": "out of memory on the GPU"}
+
+
+def measure_slide_encoders(names: list, tile_counts: tuple, device) -> list:
+    """Seconds per slide and peak GPU memory of each slide encoder, float32, random weights, beside forward_bytes."""
+    import torch
+    from slide_encoders import build_on
+
+    from evalsuite.models.slide.memory import forward_bytes
+
+    rows = []
+    for name in names:
+        encoder = build_on(name, device)
+        with strict_fp32():
+            for tiles in tile_counts:
+                rows.append({"model": name, "tiles": tiles, "estimate_bytes": forward_bytes(encoder.spec, tiles),
+                             **slide_encoder_point(encoder, tiles, device), "host": host_tag()})
+        del encoder
+        if device.type == "cuda":
+            torch.cuda.empty_cache()
+    return rows
+
+
+def slide_encoder_cells(row: dict) -> list:
+    estimate = f"{row['estimate_bytes'] / GIB:.3f}"
+    if "skipped" in row:
+        return [row["model"], row["tiles"], row["skipped"], "", estimate, ""]
+    peak = row["peak_bytes"]
+    return [row["model"], row["tiles"], f"{row['seconds']:.4f}", f"{peak / GIB:.3f}" if peak is not None else NO_CUDA,
+            estimate, f"{peak / row['estimate_bytes']:.2f}" if peak is not None else ""]
+
+
+SLIDE_HEADER = ["slide encoder", "tiles", "s/slide", "peak GiB", "forward_bytes GiB", "peak / estimate"]
+
+
+def slide_encoder_table(rows: list) -> str:
+    from _shared import format_table
+
+    return "slide encoders, float32:\n" + format_table(SLIDE_HEADER, [slide_encoder_cells(row) for row in rows], left=1)
+
+
 # --- the subprocess parts ------------------------------------------------------------------------
 
 def cuda_test_files() -> list[str]:
@@ -584,6 +661,14 @@ def markdown(report: dict) -> str:
                   "", "The budget planner (features/budget.py) plans host RAM only: it has no GPU-memory estimate."]
     else:
         lines.append(NO_CUDA)
+    lines += ["", "## Slide encoders (float32, random weights)", ""]
+    if report.get("slide_encoders"):
+        lines += [md_table(SLIDE_HEADER, [slide_encoder_cells(row) for row in report["slide_encoders"]]), "",
+                  "peak: torch.cuda.max_memory_allocated over the weights; forward_bytes: the estimate a run refuses "
+                  "a slide with (models/slide/memory.py); benchmarks/slide_encoders.py measures the same on the CPU."]
+    else:
+        part = report["parts"].get("slide encoders")
+        lines.append(f"not measured: {part.get('error')}" if part else "not measured: --slide-encoders names none")
     lines += ["", "## bf16 vs fp32 pooled features", "",
               md_table(["model", "tiles", "max relative error", "median relative error", "lowest cosine"],
                        [[m["label"], m["bf16_vs_fp32"]["tiles"], f"{m['bf16_vs_fp32']['max_rel_error']:.2e}",
@@ -631,7 +716,7 @@ def run(args, device) -> int:
           f"{settings['num_workers']} worker(s), {'smoke' if args.smoke else 'full'} sizes", flush=True)
     parts = report["parts"]
     sizes = Sizes(tuple(m for m in sizes.models if not args.models or m.label in args.models), sizes.slide_side_tiles,
-                  sizes.compare_tiles)
+                  sizes.compare_tiles, tuple(args.slide_tiles or sizes.slide_encoder_tiles))
     work = Path(tempfile.mkdtemp(prefix="evalsuite-gpu-check-"))
     try:
         data = run_part(parts, "data", make_data, work, sizes, settings["num_workers"])
@@ -646,6 +731,13 @@ def run(args, device) -> int:
                 save(report, out, started)  # a run stopped at its time limit keeps the models it measured
     finally:
         shutil.rmtree(work, ignore_errors=True)
+    names = slide_encoder_names(args)
+    if names:
+        report["slide_encoders"] = run_part(parts, "slide encoders", measure_slide_encoders, names,
+                                            sizes.slide_encoder_tiles, device)
+        if report["slide_encoders"]:
+            print(slide_encoder_table(report["slide_encoders"]), flush=True)
+        save(report, out, started)
     if device.type != "cuda":
         parts["gpu memory"] = {"status": "skipped", "seconds": 0.0, "reason": NO_CUDA}
         print(f"part gpu memory: {NO_CUDA}")
@@ -688,11 +780,24 @@ def parse_args(argv=None):
                         help="DataLoader workers of the extractions (default: as a run picks them on the device)")
     parser.add_argument("--models", nargs="+", choices=[m.label for m in FULL.models + SMOKE.models], default=None,
                         help="measure only these models (default: every model of the sizes)")
+    parser.add_argument("--slide-encoders", nargs="+", default=None,
+                        help="slide encoders of the slide-encoder part (default: all on the full sizes, none with "
+                             "--smoke); 'none' leaves the part out")
+    parser.add_argument("--slide-tiles", nargs="+", type=int, default=None,
+                        help="tiles per slide of the slide-encoder part (default: 1000 10000; 50 with --smoke)")
     parser.add_argument("--no-subprocesses", action="store_true",
                         help="leave out the CUDA tests and torchrun (a second run at other settings)")
     args = parser.parse_args(argv)
     if args.num_workers is not None and args.num_workers < 0:
         parser.error("--num-workers must be >= 0")
+    if args.slide_tiles is not None and min(args.slide_tiles) < 1:
+        parser.error("--slide-tiles must be >= 1")
+    if args.slide_encoders:
+        from evalsuite.models.slide.entries import SLIDE_ENCODERS
+
+        unknown = [name for name in args.slide_encoders if name not in (*SLIDE_ENCODERS, "none")]
+        if unknown:
+            parser.error(f"--slide-encoders: unknown {', '.join(unknown)} (known: {', '.join(SLIDE_ENCODERS)}, none)")
     return args
 
 

@@ -81,12 +81,11 @@ def _plan(config, device, no_weights: bool):
     """(plan, backbone): from the files under the data root, or without one from the card's official split sizes (no
     download needed); the backbone loaded where its weights are at hand, else built on the meta device."""
     from evalsuite.features.card_plan import card_sizes, plan_from_card, plan_from_files
+    from evalsuite.features.slide_embeddings import card_for_encoder
     from evalsuite.models.meta_build import is_meta
+    from evalsuite.models.registry import slide_encoder
     from evalsuite.readers import build_reader
     from evalsuite.tasks.cards import load_card
-
-    from evalsuite.features.slide_embeddings import card_for_encoder
-    from evalsuite.models.registry import slide_encoder
 
     card = load_card(config.task)
     encoder = slide_encoder(config.model)
