@@ -1,18 +1,16 @@
 """Slide encoders end to end through the CLI (issue 51), with random weights:
 
-- `evalsuite run --task demo_slide --model chief --random-init`: CHIEF on CTransPath tiles at its own tiling (256 px
-  at 1 um/px, every tile touching tissue); rows with intervals over patients, stored predictions, the chance-level
-  note, the report's cells, and `--compare` against ABMIL on the same tile encoder (CTransPath);
+- CHIEF on CTransPath tiles at its own tiling (256 px at 1 um/px, every tile touching tissue) on demo_slide's card
+  tiled that way (the README runs `evalsuite run --task demo_slide --model chief --random-init` itself): rows with
+  intervals over patients, stored predictions, the chance-level note, the report's cells, and `--compare` against
+  ABMIL on the same tile encoder, whose run filled the tile caches CHIEF then reads without extracting a tile; its
+  slide-embedding extraction killed with SIGKILL mid-split resumes to a cache byte-identical to an uninterrupted one;
 - MADELEINE (CONCH v1 tiles at 10x) on the demo slides with one tile per slide (the card's tiling.max_tiles: the
-  smallest input that proves its path: CONCH's ViT-B/16 at 448 px is the suite's costly part here);
-- on a card tiled as CHIEF tiles, a mean-pool run of CTransPath fills the tile caches and CHIEF's run extracts no
-  tile; its slide-embedding extraction killed with SIGKILL mid-split resumes to a cache byte-identical to an
-  uninterrupted one;
+  smallest input that proves its path; CONCH's ViT-B/16 at 448 px is the costly part);
 - a slide whose forward cannot fit the --mem budget is refused in one line before any forward.
 
-Cost: CTransPath (Swin-T) over the demo's tiles twice (two tilings), CONCH over 26 tiles, small slide encoders."""
+Cost: CTransPath (Swin-T) over the demo's tiles once, CONCH over 26 tiles, small slide encoders."""
 
-import json
 import shutil
 import subprocess
 import sys
@@ -22,8 +20,9 @@ import numpy as np
 import pandas as pd
 import pytest
 import yaml
-from conftest import assert_one_line_error, leaderboard_rows, run_cli, run_record
+from conftest import assert_one_line_error, run_cli, run_record
 
+from evalsuite.features.cache import FeatureCache
 from evalsuite.tasks.resources import cards_dir, find_yaml
 
 pytestmark = pytest.mark.slow
@@ -44,18 +43,29 @@ def _card(tmp_path: Path, name: str, **tiling) -> Path:
 
 
 @pytest.fixture(scope="module")
-def demo(tmp_path_factory):
-    out = tmp_path_factory.mktemp("slide_encoder_demo")
-    chief = run_cli("run", "--task", "demo_slide", "--model", "chief", "--random-init", "--out", out)
-    assert chief.returncode == 0, chief.stderr
-    abmil = run_cli("run", "--task", "demo_slide", "--model", "ctranspath", "--random-init", "--probes", "abmil",
+def chief_runs(tmp_path_factory):
+    """On demo_slide's card tiled as CHIEF tiles (the tiles `--task demo_slide --model chief` reads; the README runs
+    that command itself): ABMIL on CTransPath fills the tile caches; CHIEF's run is killed with SIGKILL mid-way
+    through its slide embeddings and rerun; an uninterrupted CHIEF run on a copy of the tile caches is the reference."""
+    root = tmp_path_factory.mktemp("slide_encoder_demo")
+    card = _card(root, "demo_slide_chief_tiling", target_mpp=1.0, tile_size_px=256, min_tissue_fraction=0.0)
+    out, reference = root / "out", root / "reference"
+    abmil = run_cli("run", "--task", card, "--model", "ctranspath", "--random-init", "--probes", "abmil",
                     "--label", ABMIL, "--out", out)
     assert abmil.returncode == 0, abmil.stderr
-    return out, chief, abmil
+    shutil.copytree(out / "cache", reference / "cache", ignore=shutil.ignore_patterns(".locks"))
+    killed = _killed_run(card, out)
+    assert killed.returncode == -9, killed.stderr
+    unfinished = _embedding_manifests(out)
+    resumed = run_cli("run", "--task", card, "--model", "chief", "--random-init", "--out", out)
+    assert resumed.returncode == 0, resumed.stderr
+    uninterrupted = run_cli("run", "--task", card, "--model", "chief", "--random-init", "--out", reference)
+    assert uninterrupted.returncode == 0, uninterrupted.stderr
+    return out, reference, abmil, unfinished, resumed
 
 
-def test_chief_runs_on_the_demo_at_its_own_tiling_with_the_chance_level_note(demo):
-    out, chief, _ = demo
+def test_chief_runs_at_its_own_tiling_with_the_chance_level_note(chief_runs):
+    out, _, _, _, chief = chief_runs
     record = run_record(out, chief)
     assert record["model"]["name"] == CHIEF and record["model"]["tile_encoder"]["name"] == "ctranspath"
     assert record["model"]["tiling"] == {"target_mpp": 1.0, "tile_size_px": 256}
@@ -64,8 +74,8 @@ def test_chief_runs_on_the_demo_at_its_own_tiling_with_the_chance_level_note(dem
     assert "numbers are chance level" in chief.stdout
 
 
-def test_slide_encoder_rows_carry_intervals_and_stored_predictions(demo):
-    out, chief, _ = demo
+def test_slide_encoder_rows_carry_intervals_and_stored_predictions(chief_runs):
+    out, _, _, _, chief = chief_runs
     board = pd.read_csv(out / "leaderboard.csv")
     test = board[(board["model"] == CHIEF) & (board["split"] == "test")]
     assert set(test["metric"]) >= {"balanced_accuracy", "auroc_macro_ovr", "ece", "brier", "nll"}
@@ -77,19 +87,39 @@ def test_slide_encoder_rows_carry_intervals_and_stored_predictions(demo):
     assert stored["proba_0"].shape == (TEST_SLIDES, 2)
 
 
-def test_compare_a_slide_encoder_with_abmil_on_the_same_tile_encoder(demo):
-    out, _, _ = demo
+def test_compare_a_slide_encoder_with_abmil_on_the_same_tile_encoder(chief_runs):
+    out = chief_runs[0]
     result = run_cli("leaderboard", "--out", out, "--compare", CHIEF, ABMIL)
     assert result.returncode == 0, result.stderr
     assert [line for line in result.stdout.splitlines() if line.startswith("demo_slide ")], result.stdout
 
 
-def test_the_report_shows_the_slide_encoder_row(demo, tmp_path):
-    out, _, _ = demo
-    result = run_cli("report", "--out", out, "--html", tmp_path / "report.html")
+def test_the_report_shows_the_slide_encoder_row(chief_runs, tmp_path):
+    result = run_cli("report", "--out", chief_runs[0], "--html", tmp_path / "report.html")
     assert result.returncode == 0, result.stderr
     page = (tmp_path / "report.html").read_text()
     assert CHIEF in page and ABMIL in page
+
+
+def test_the_slide_encoder_reads_the_abmil_runs_tiles_without_extracting_any(chief_runs):
+    out, _, abmil, _, chief = chief_runs
+    record = run_record(out, chief)
+    assert record["samples_extracted"] == {"train": 0, "val": 0, "test": 0}
+    assert record["cache"]["keys"] == run_record(out, abmil)["cache"]["keys"]
+    assert run_record(out, abmil)["samples_extracted"]["train"] > 0
+
+
+def test_a_killed_slide_embedding_extraction_resumes_byte_identical(chief_runs):
+    out, reference, _, unfinished, _ = chief_runs
+    assert unfinished and not all(m["complete"] for m in unfinished.values())  # killed mid-way
+    assert any(0 < sum(c["done"] for c in m["chunks"]) < len(m["chunks"]) for m in unfinished.values())
+    ours, theirs = _embedding_manifests(out), _embedding_manifests(reference)
+    assert set(ours) == set(theirs) and len(ours) == 3
+    for tiles_key, manifest in ours.items():
+        assert manifest["complete"] and manifest["key"] == theirs[tiles_key]["key"]
+        for name in EMBEDDING_FILES:
+            assert (out / "cache" / manifest["key"] / name).read_bytes() == \
+                (reference / "cache" / manifest["key"] / name).read_bytes()
 
 
 def test_madeleine_on_one_tile_per_demo_slide(tmp_path):
@@ -124,38 +154,10 @@ sys.exit(main(["run", "--task", {str(card)!r}, "--model", "chief", "--random-ini
 
 
 def _embedding_manifests(out: Path) -> dict:
-    manifests = [json.loads(p.read_text()) for p in (out / "cache").glob("*/manifest.json")]
+    """{tiles key: manifest} of the slide-embedding caches under `out`, an unfinished one's chunk log replayed."""
+    cache = FeatureCache(out / "cache")
+    manifests = [cache.manifest(path.parent.name) for path in cache.root.glob("*/manifest.json")]
     return {m["fields"]["tiles_key"]: m for m in manifests if m["fields"].get("feature") == "slide_embedding"}
-
-
-def test_tiles_are_shared_and_a_killed_slide_embedding_resumes_byte_identical(tmp_path):
-    card = _card(tmp_path, "demo_slide_chief_tiling", target_mpp=1.0, tile_size_px=256, min_tissue_fraction=0.0)
-    out, reference = tmp_path / "out", tmp_path / "reference"
-    meanpool = run_cli("run", "--task", card, "--model", "ctranspath", "--random-init", "--probes", "meanpool",
-                       "--out", out)
-    assert meanpool.returncode == 0, meanpool.stderr
-    shutil.copytree(out / "cache", reference / "cache", ignore=shutil.ignore_patterns(".locks"))
-    killed = _killed_run(card, out)
-    assert killed.returncode == -9, killed.stderr
-    (train,) = [m for m in _embedding_manifests(out).values() if m["fields"]["tiles_key"]
-                == run_record(out, meanpool)["cache"]["keys"]["train"]]
-    assert not train["complete"]
-
-    resumed = run_cli("run", "--task", card, "--model", "chief", "--random-init", "--out", out)
-    assert resumed.returncode == 0, resumed.stderr
-    record = run_record(out, resumed)
-    assert record["samples_extracted"] == {"train": 0, "val": 0, "test": 0}  # the mean-pool run's tile caches
-    assert record["cache"]["keys"] == run_record(out, meanpool)["cache"]["keys"]
-    uninterrupted = run_cli("run", "--task", card, "--model", "chief", "--random-init", "--out", reference)
-    assert uninterrupted.returncode == 0, uninterrupted.stderr
-    ours, theirs = _embedding_manifests(out), _embedding_manifests(reference)
-    assert set(ours) == set(theirs) and len(ours) == 3
-    for tiles_key, manifest in ours.items():
-        assert manifest["complete"] and manifest["key"] == theirs[tiles_key]["key"]
-        for name in EMBEDDING_FILES:
-            assert (out / "cache" / manifest["key"] / name).read_bytes() == \
-                (reference / "cache" / manifest["key"] / name).read_bytes()
-    assert len(leaderboard_rows(out)) > 0
 
 
 def test_a_slide_too_large_for_the_memory_budget_is_refused_before_any_forward(tmp_path):
