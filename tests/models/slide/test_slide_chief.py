@@ -10,6 +10,7 @@ import dataclasses
 import pytest
 import torch
 import torch.nn.functional as F
+from slide_round_trip import embed_loaded_twice
 
 from evalsuite.errors import EvalsuiteError
 from evalsuite.models.registry import REGISTRY
@@ -86,11 +87,7 @@ def saved(tmp_path, monkeypatch):
 
 def test_round_trip_through_the_published_layout_and_against_the_definition(saved):
     state, path = saved
-    built = slide_encoder.build_slide_encoder("chief", weights=str(path))
-    tiles = torch.randn(23, TILE_DIM, generator=torch.Generator().manual_seed(6))
-    with torch.no_grad():
-        embedding = built.model(tiles, torch.zeros(23, 2), 512)
-        again = slide_encoder.build_slide_encoder("chief", weights=str(path.parent)).model(tiles, None, None)
+    tiles, embedding, again = embed_loaded_twice("chief", path, TILE_DIM)
     assert embedding.shape == (TILE_DIM,) and embedding.dtype == torch.float32
     assert torch.equal(embedding, again)
     for site in (0, 13):  # TRIDENT's and the authors' example site: WSI_feature does not depend on it
