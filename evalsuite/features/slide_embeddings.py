@@ -56,6 +56,8 @@ def card_for_encoder(card, spec):
         raise EvalsuiteError(f"--model {spec.name} is a slide encoder: it needs a slide task ({slide_kinds}), but "
                              f"task '{card.name}' ({card.path}) is {card.kind}; use its tile encoder "
                              f"--model {spec.tile_encoder} for tile tasks")
+    if KINDS[card.kind].per_patient:
+        fusion_of(card, spec)  # a fusion the encoder cannot take is refused before the reader scans a slide
     tiling = {**(card.extra.get("tiling") or {}), "min_tissue_fraction": ENCODER_TISSUE_FRACTION, **spec.tiling}
     return dataclasses.replace(card, extra={**card.extra, "tiling": tiling})
 
