@@ -12,9 +12,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
-import yaml
 
 from evalsuite.errors import EvalsuiteError
+from evalsuite.storage.yaml_files import parse_yaml
 
 FOLD_COLUMN = re.compile(r"fold_(\d+)")
 FOLD_VALUES = ("train", "val", "test", "-1")  # -1: in no split of that fold (Patho-Bench's few-shot leftovers)
@@ -66,9 +66,10 @@ def task_columns(config: Path | None, split_path: Path, task: str | None, card, 
 
 def _read_config(path: Path) -> dict:
     try:
-        info = yaml.safe_load(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, yaml.YAMLError) as exc:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
         raise EvalsuiteError(f"Patho-Bench task config {path} is unreadable ({str(exc).splitlines()[0]})") from None
+    info = parse_yaml(text, path, "Patho-Bench task config")
     for key in ("task_col", "sample_col"):
         if not isinstance(info, dict) or not isinstance(info.get(key), str):
             raise EvalsuiteError(f"Patho-Bench task config {path} has no {key} (a column name); it is not a "
