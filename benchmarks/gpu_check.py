@@ -62,12 +62,13 @@ How to read it
 ``--smoke``: the same code on tiny sizes for CI on the CPU (timm's ``test_vit``, a handful of tiles, one small
 slide, precision as a run picks it there: fp32, or bf16 where the CPU has it natively); the GPU-memory part says
 ``skipped: no CUDA device`` and the CUDA tests are only collected, not run. The slide-encoder part runs on
-``--smoke`` only for the encoders ``--slide-encoders`` names (at 50 tiles; on the CPU seconds only). With a GPU, ``--smoke`` runs the GPU
-parts on the tiny sizes. Writes ``gpu_check.json`` and ``gpu_check.md`` under ``--out`` (default
-``./gpu_check_out``); the synthetic data go to a temporary folder, removed at the end.
+``--smoke`` only for the encoders ``--slide-encoders`` names (at 50 tiles; on the CPU seconds only). With a GPU,
+``--smoke`` runs the GPU parts on the tiny sizes. Writes ``gpu_check.json`` and ``gpu_check.md`` under ``--out``
+(default ``./gpu_check_out``); the synthetic data go to a temporary folder, removed at the end.
 
-Run: ``python benchmarks/gpu_check.py [--out DIR] [--num-workers N] [--models LABEL ...] [--no-subprocesses]`` on
-one GPU (105 s on one H100 with 16 cores, 2026-11-27: docs/compute.md has its table);
+Run: ``python benchmarks/gpu_check.py [--out DIR] [--num-workers N] [--models LABEL ...] [--slide-encoders NAME ...]
+[--slide-tiles N ...] [--no-subprocesses]`` on one GPU (105 s on one H100 with 16 cores, 2026-11-27, before the
+slide-encoder part, not yet run on a GPU: docs/compute.md has its table);
 ``python benchmarks/gpu_check.py --smoke --out DIR`` on the CPU (17 s on 2 AVX-512 cores, torchrun 8 s of it).
 On a machine without the project installed, ``PYTHONPATH=<repo>`` is enough where torch, timm, h5py, tifffile and
 openslide-python + openslide-bin are installed.
