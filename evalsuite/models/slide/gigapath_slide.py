@@ -35,7 +35,7 @@ import torch
 from torch import nn
 
 from evalsuite.errors import EvalsuiteError
-from evalsuite.models.slide.longnet import LongNetEncoder
+from evalsuite.models.slide.longnet import _SCORES_PER_CHUNK, LongNetEncoder
 from evalsuite.models.slide.spec import SlideEncoderSpec
 
 REPO = "https://github.com/prov-gigapath/prov-gigapath/blob/09d8e876afb98a1dda01cc531b1087c58fffc9f7"
@@ -137,3 +137,16 @@ SPECS = (
         extra={"hub_files": ("slide_encoder.pth",)},
     ),
 )
+
+
+def forward_bytes(spec, tiles: int) -> int:
+    """Per token the input row and about 40 widths (all 13 layer outputs kept, q/k/v, five branch outputs, their stack
+    and weighted copy), plus three copies of the largest chunk of attention scores (longnet.py holds at most
+    _SCORES_PER_CHUNK at once); fitted to the peaks benchmarks/slide_encoders.py measured up to 35,000 tiles."""
+    config, tokens = spec.config, tiles + 1
+    largest = 0
+    for segment_length, ratio in zip(config["segment_lengths"], config["dilation_ratios"]):
+        segment = min(segment_length, tokens)
+        rows, keys = -(-tokens // segment) * config["heads"], -(-segment // ratio)
+        largest = max(largest, min(rows, max(1, _SCORES_PER_CHUNK // (keys * keys))) * keys * keys)
+    return 4 * (tokens * (spec.tile_dim + 40 * int(config["width"])) + 3 * largest)

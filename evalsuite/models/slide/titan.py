@@ -201,3 +201,11 @@ def published_keys(state: dict) -> dict:
             continue
         kept[key.removeprefix(VISION_PREFIX).replace("blocks.modules_list.", "blocks.", 1)] = tensor
     return kept
+
+
+def forward_bytes(spec, tiles: int) -> int:
+    """models/slide/memory.py's per-tile rows plus attention over every token under a [tokens, tokens] distance bias:
+    about five float32 [tokens, tokens] matrices alive at once (distances, padded copy, one head's bias, scores,
+    softmax), fitted to the peaks benchmarks/slide_encoders.py measured at 1,000-10,000 tiles (docs/compute.md)."""
+    width, tokens = int(spec.config["embed_dim"]), tiles + 1
+    return 4 * (tiles * (spec.tile_dim + 12 * width) + 5 * tokens * tokens)
