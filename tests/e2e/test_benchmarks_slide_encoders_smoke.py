@@ -26,7 +26,7 @@ def test_slide_encoders_tiny(tmp_path):
     assert "peak / estimate" in lines[header] and "estimate MiB" in lines[header], result.stdout
     rows = [line.split() for line in lines[header + 2:header + 4]]
     assert [row[:3] for row in rows] == [["chief", "cpu", "50"], ["chief", "cpu", "100"]], result.stdout
-    assert all(float(row[3]) > 0 and float(row[-3]) > 0 and float(row[-1]) >= 0 for row in rows), result.stdout  # measured
+    assert all(float(row[3]) > 0 and float(row[-3]) > 0 and float(row[-1]) >= 0 for row in rows), result.stdout
     assert any(line.startswith("chief on cpu at 100 tiles: peak / forward_bytes ") and "scaling 100 / 50" in line
                for line in lines), result.stdout
     assert "run: " not in result.stdout  # --no-run: no demo run
