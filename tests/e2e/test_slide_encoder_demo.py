@@ -5,11 +5,11 @@
   intervals over patients, stored predictions, the chance-level note, the report's cells, and `--compare` against
   ABMIL on the same tile encoder, whose run filled the tile caches CHIEF then reads without extracting a tile; its
   slide-embedding extraction killed with SIGKILL mid-split resumes to a cache byte-identical to an uninterrupted one;
-- MADELEINE (CONCH v1 tiles at 10x) on the demo slides with one tile per slide (the card's tiling.max_tiles: the
+- MADELEINE (CONCH v1 tiles at 10x) on ten demo slides with one tile each (the card's tiling.max_tiles: the
   smallest input that proves its path; CONCH's ViT-B/16 at 448 px is the costly part);
 - a slide whose forward cannot fit the --mem budget is refused in one line before any forward.
 
-Cost: CTransPath (Swin-T) over the demo's tiles once, CONCH over 26 tiles, small slide encoders."""
+Cost: CTransPath (Swin-T) over the demo's tiles once, CONCH over 10 tiles, small slide encoders."""
 
 import shutil
 import subprocess
@@ -122,13 +122,32 @@ def test_a_killed_slide_embedding_extraction_resumes_byte_identical(chief_runs):
                 (reference / "cache" / manifest["key"] / name).read_bytes()
 
 
-def test_madeleine_on_one_tile_per_demo_slide(tmp_path):
+def _demo_subset(folder: Path, per_split: dict) -> Path:
+    """A slides.csv of the first demo slides of each class and split (absolute paths to the built demo slides)."""
+    from evalsuite.readers import resolve_data_root
+    from evalsuite.tasks.cards import load_card
+
+    built = resolve_data_root(load_card("demo_slide"), None)
+    rows = pd.read_csv(built / "slides.csv")
+    rows["slide_path"] = [str(built / path) for path in rows["slide_path"]]
+    subset = pd.concat([rows[(rows["split"] == split) & (rows["label"] == label)].head(count)
+                        for split, count in per_split.items() for label in ("stroma", "tumour")])
+    folder.mkdir(parents=True, exist_ok=True)
+    subset.to_csv(folder / "slides.csv", index=False)
+    return folder
+
+
+def test_madeleine_on_one_tile_per_slide_of_ten_demo_slides(tmp_path):
+    """The smallest input that proves MADELEINE's path: CONCH's ViT-B/16 at 448 px on one tile of each of 10 demo
+    slides (test keeps 4 patients, the fewest that get an interval)."""
     card = _card(tmp_path, "demo_slide_one_tile", max_tiles=1)
-    result = run_cli("run", "--task", card, "--model", "madeleine", "--random-init", "--out", tmp_path / "out")
+    data = _demo_subset(tmp_path / "data", {"train": 2, "val": 1, "test": 2})
+    result = run_cli("run", "--task", card, "--data-root", data, "--model", "madeleine", "--random-init",
+                     "--out", tmp_path / "out")
     assert result.returncode == 0, result.stderr
     record = run_record(tmp_path / "out", result)
     assert record["model"]["tile_encoder"]["name"] == "conch" and record["model"]["embed_dim"] == 512
-    assert record["slides"]["test"]["tiles"] == TEST_SLIDES  # one tile per slide
+    assert record["slides"]["test"]["tiles"] == 4  # one tile per slide
     assert record["probes"][0]["intervals_95"]["test"]["balanced_accuracy"]
 
 
