@@ -77,9 +77,11 @@ def _handler(served: Served):
             self.end_headers()
             if path in served.cut_after:
                 body = body[:served.cut_after.pop(path)]
+            # Logged before the body goes out: a client that has read it all may return (and a test read the log)
+            # before this thread would get to a line after the write.
+            served.log.append(Sent(path, requested, 206 if start else 200, len(body)))
             self.wfile.write(body)
             self.wfile.flush()
-            served.log.append(Sent(path, requested, 206 if start else 200, len(body)))
 
     return Handler
 
