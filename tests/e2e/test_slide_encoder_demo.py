@@ -9,7 +9,7 @@
   smallest input that proves its path; CONCH's ViT-B/16 at 448 px is the costly part);
 - a slide whose forward cannot fit the --mem budget is refused in one line before any forward.
 
-Cost: CTransPath (Swin-T) over the demo's tiles once, CONCH over 10 tiles, small slide encoders."""
+Cost: CTransPath (Swin-T) over 14 demo slides' tiles once, CONCH over 10 tiles, small slide encoders."""
 
 import shutil
 import subprocess
@@ -29,7 +29,8 @@ pytestmark = pytest.mark.slow
 
 CHIEF = "chief+random-init"
 ABMIL = "ctranspath-abmil"  # a label: the wide table keeps one probe per model row
-TEST_SLIDES = 16
+TEST_SLIDES = 4  # the subset's test split: 2 slides a class, the fewest patients that get an interval
+CHIEF_SUBSET = {"train": 4, "val": 1, "test": 2}  # slides a class; train spans two chunks of slide embeddings
 EMBEDDING_FILES = ("features.npy", "labels.npy")
 
 
@@ -45,21 +46,24 @@ def _card(tmp_path: Path, name: str, **tiling) -> Path:
 @pytest.fixture(scope="module")
 def chief_runs(tmp_path_factory):
     """On demo_slide's card tiled as CHIEF tiles (the tiles `--task demo_slide --model chief` reads; the README runs
-    that command itself): ABMIL on CTransPath fills the tile caches; CHIEF's run is killed with SIGKILL mid-way
-    through its slide embeddings and rerun; an uninterrupted CHIEF run on a copy of the tile caches is the reference."""
+    that command itself), over 14 of its slides: ABMIL on CTransPath fills the tile caches; CHIEF's run is killed
+    with SIGKILL mid-way through its slide embeddings and rerun; an uninterrupted CHIEF run on a copy of the tile
+    caches is the reference."""
     root = tmp_path_factory.mktemp("slide_encoder_demo")
     card = _card(root, "demo_slide_chief_tiling", target_mpp=1.0, tile_size_px=256, min_tissue_fraction=0.0)
     out, reference = root / "out", root / "reference"
-    abmil = run_cli("run", "--task", card, "--model", "ctranspath", "--random-init", "--probes", "abmil",
-                    "--label", ABMIL, "--out", out)
+    data = _demo_subset(root / "data", CHIEF_SUBSET)
+    abmil = run_cli("run", "--task", card, "--data-root", data, "--model", "ctranspath", "--random-init",
+                    "--probes", "abmil", "--label", ABMIL, "--out", out)
     assert abmil.returncode == 0, abmil.stderr
     shutil.copytree(out / "cache", reference / "cache", ignore=shutil.ignore_patterns(".locks"))
-    killed = _killed_run(card, out)
+    killed = _killed_run(card, data, out)
     assert killed.returncode == -9, killed.stderr
     unfinished = _embedding_manifests(out)
-    resumed = run_cli("run", "--task", card, "--model", "chief", "--random-init", "--out", out)
+    resumed = run_cli("run", "--task", card, "--data-root", data, "--model", "chief", "--random-init", "--out", out)
     assert resumed.returncode == 0, resumed.stderr
-    uninterrupted = run_cli("run", "--task", card, "--model", "chief", "--random-init", "--out", reference)
+    uninterrupted = run_cli("run", "--task", card, "--data-root", data, "--model", "chief", "--random-init",
+                            "--out", reference)
     assert uninterrupted.returncode == 0, uninterrupted.stderr
     return out, reference, abmil, unfinished, resumed
 
@@ -154,7 +158,7 @@ def test_madeleine_on_one_tile_per_slide_of_ten_demo_slides(tmp_path):
 KILL_AFTER_FORWARDS = 6  # chunks of 4 slides: the first chunk is written, the second half computed, then SIGKILL
 
 
-def _killed_run(card: Path, out: Path) -> subprocess.CompletedProcess:
+def _killed_run(card: Path, data: Path, out: Path) -> subprocess.CompletedProcess:
     """CHIEF's run in a process that sends itself SIGKILL at its sixth slide-encoder forward."""
     script = f"""
 import os, signal, sys
@@ -167,7 +171,8 @@ def dying(self, item):
         os.kill(os.getpid(), signal.SIGKILL)
     return forward(self, item)
 slide_embeddings.SlideForward.__call__ = dying
-sys.exit(main(["run", "--task", {str(card)!r}, "--model", "chief", "--random-init", "--out", {str(out)!r}]))
+sys.exit(main(["run", "--task", {str(card)!r}, "--data-root", {str(data)!r}, "--model", "chief", "--random-init",
+               "--out", {str(out)!r}]))
 """
     return subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=600)
 
@@ -181,8 +186,9 @@ def _embedding_manifests(out: Path) -> dict:
 
 def test_a_slide_too_large_for_the_memory_budget_is_refused_before_any_forward(tmp_path):
     out = tmp_path / "out"
-    result = run_cli("run", "--task", "demo_slide", "--model", "chief", "--random-init", "--mem", "2M",
-                     "--out", out)
+    data = _demo_subset(tmp_path / "data", {"train": 1, "val": 1, "test": 1})
+    result = run_cli("run", "--task", "demo_slide", "--data-root", data, "--model", "chief", "--random-init",
+                     "--mem", "2M", "--out", out)
     assert result.returncode == 3
     assert_one_line_error(result, "budget: slide", "chief's forward on it needs about", "--mem")
     assert not list((out / "cache").glob("*/features.npy"))  # no tile was embedded
