@@ -40,3 +40,16 @@ def test_a_bag_probe_with_a_slide_encoder_is_refused_naming_the_vector_probes(ca
     error = capsys.readouterr().err.strip().splitlines()[-1]
     assert "reads bags but slide task 'demo_slide' with slide encoder chief caches vectors" in error
     assert error.endswith("use a recipe of fewshot, knn, linear, logreg, retrieval, text_retrieval, zeroshot")
+
+
+def test_a_weights_folder_without_the_tile_checkpoint_the_encoder_names_is_refused_in_one_line(tmp_path):
+    from evalsuite.errors import EvalsuiteError
+    from evalsuite.models.slide.encoder import tile_weights_in
+
+    (tmp_path / "CHIEF_pretraining.pth").write_bytes(b"")
+    with pytest.raises(EvalsuiteError, match="chief reads its tiles with ctranspath weights CHIEF_CTransPath.pth, "
+                                             "which the folder lacks"):
+        tile_weights_in(REGISTRY["chief"], str(tmp_path))
+    (tmp_path / "CHIEF_CTransPath.pth").write_bytes(b"")
+    assert tile_weights_in(REGISTRY["chief"], str(tmp_path)) == str(tmp_path / "CHIEF_CTransPath.pth")
+    assert tile_weights_in(REGISTRY["titan"], str(tmp_path)) is None  # its tile encoder comes from the hub
