@@ -339,6 +339,22 @@ def run_card(task: str, data_root: Path, out: Path, sizes: dict) -> None:
     assert {row["probe"] for row in rows} == {"knn"}
 
 
+SMALLEST_BACKBONE = ("--model", "vit_tiny_patch16_224", "--random-init")  # timm's 5.7M-parameter ViT, no download
+
+
+def run_card_in_process(cli_in_process, task: str, data_root: Path, out: Path, sizes: dict,
+                        probe: str = "knn") -> list[dict]:
+    """`evalsuite run` of a shipped card on a fixture through the CLI's main() in this process, with the smallest
+    backbone (random init: a reader test proves the reading, not the score); checks the samples per split and
+    returns the task's leaderboard rows."""
+    result = cli_in_process("run", "--task", task, "--data-root", data_root, "--no-count-check", "--out", out,
+                            "--probes", probe, "--num-workers", "0", "--batch-size", "16", *SMALLEST_BACKBONE)
+    assert result.returncode == 0, result.stderr
+    rows = [row for row in leaderboard_rows(out) if row["task"] == task]
+    assert {row["split"]: int(row["n_samples"]) for row in rows} == sizes
+    return rows
+
+
 # ---- segmentation layouts ----
 # Tiny copies of the segmentation datasets in their exact on-disk layouts.
 #
