@@ -47,6 +47,18 @@ READERS = {
     "panda": "evalsuite.readers.slides.panda:PandaReader",
     "patho_bench": "evalsuite.readers.slides.patho_bench:PathoBenchReader",
     "hest": "evalsuite.readers.spots.hest:HestReader",
+    # The datasets of THUNDER, eva and plismbench that issue 52 added.
+    "spider": "evalsuite.readers.tiles.spider:SpiderReader",
+    "starc9": "evalsuite.readers.tiles.starc9:Starc9Reader",
+    "tcga_tils": "evalsuite.readers.tiles.tcga_tils:TcgaTilsReader",
+    "tcga_crc_msi": "evalsuite.readers.tiles.tcga_crc_msi:TcgaCrcMsiReader",
+    "camelyon17_wilds": "evalsuite.readers.tiles.camelyon17_wilds:Camelyon17WildsReader",
+    "gleason_arvaniti": "evalsuite.readers.tiles.gleason_arvaniti:GleasonArvanitiReader",
+    "unitopatho": "evalsuite.readers.tiles.unitopatho:UnitopathoReader",
+    "bcss": "evalsuite.readers.masks.bcss:BcssReader",
+    "ocelot": "evalsuite.readers.masks.ocelot:OcelotReader",
+    "segpath": "evalsuite.readers.masks.segpath:SegpathReader",
+    "plism": "evalsuite.readers.tiles.plism:PlismReader",
 }
 
 _PACKAGE_PREFIX = "package:"
