@@ -28,15 +28,19 @@ def main(args) -> None:
 
 
 def tasks_table(names: list[str]) -> str:
-    """One row per shipped card: its kind and where its data come from, so a user sees which need a download."""
+    """The shipped cards grouped by kind (tiles, segmentation, spots, slides, ...): each card's data source and how to
+    get it, so a user sees at a glance which tasks need a download and what command or page gives it."""
     from evalsuite.reporting.table.text_table import format_table
     from evalsuite.tasks.cards import load_card
+    from evalsuite.tasks.kinds import KINDS
 
-    body = []
-    for name in names:
-        card = load_card(name)
-        body.append([name, card.kind, _data_source(card.data_root)])
-    return format_table(["name", "kind", "data"], body)
+    cards = [load_card(name) for name in names]
+    blocks = []
+    for kind in [*KINDS, *sorted({card.kind for card in cards} - set(KINDS))]:
+        body = [[card.name, _data_source(card.data_root), _how_to_get(card)] for card in cards if card.kind == kind]
+        if body:
+            blocks.append(f"{kind} ({len(body)}):\n" + _indent(format_table(["name", "data", "get it"], body)))
+    return "\n".join(blocks)
 
 
 def _data_source(data_root: str | None) -> str:
@@ -47,6 +51,32 @@ def _data_source(data_root: str | None) -> str:
     if data_root.startswith("built:"):
         return "built offline on first use"
     return f"the card's data_root {data_root}"
+
+
+def _how_to_get(card) -> str:
+    """The command that fetches the card's data, or the page that hands it out (downloads/sources.py)."""
+    from evalsuite.downloads.model import Manual
+    from evalsuite.downloads.sources import OWN_DATA_READERS, source_for
+    from evalsuite.errors import EvalsuiteError
+
+    if (card.data_root or "").startswith(("package:", "built:")):
+        return "-"
+    if card.reader in OWN_DATA_READERS:
+        return f"your own cohort: {OWN_DATA_READERS[card.reader]}"
+    if card.reader in _ELSEWHERE:
+        return _ELSEWHERE[card.reader]
+    try:
+        source = source_for(card)
+    except EvalsuiteError:
+        return "see the card's description"
+    if isinstance(source, Manual):
+        return f"by hand from {source.page} (`evalsuite download {card.name}` prints the steps)"
+    size = f" ({source.size})" if any(unit in source.size for unit in ("GB", "MB", "TB")) else ""
+    return f"`evalsuite download {card.name} --data-root DIR`{size}"
+
+
+# Readers of published files that come with a cohort the user gathers: the page that says how.
+_ELSEWHERE = {"patho_bench": "Patho-Bench's split files and the cohort's slides: docs/patho_bench.md"}
 
 
 def models_table() -> str:

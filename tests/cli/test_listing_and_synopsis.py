@@ -10,20 +10,30 @@ from conftest import REPO, run_cli
 
 
 def _task_rows(stdout: str) -> dict:
-    return {line.split()[0]: line for line in stdout.splitlines()[3:] if line.startswith("  ") and line.split()}
+    """{task name: (kind heading it is listed under, its row's cells after the name)}."""
+    rows, kind = {}, None
+    for line in stdout.splitlines():
+        if re.match(r"^  [a-z_]+ \(\d+\):$", line):
+            kind = line.split()[0]
+        elif line.startswith("    ") and line.split()[0] != "name" and set(line.strip()) != {"-", " "}:
+            rows[line.split()[0]] = (kind, line.split()[1:])
+    return rows
 
 
-def test_list_tasks_shows_kind_and_data_source():
+def test_list_tasks_groups_by_kind_and_says_how_to_get_the_data():
     result = run_cli("list", "tasks")
     assert result.returncode == 0, result.stderr
-    assert result.stdout.splitlines()[1].split() == ["name", "kind", "data"]
+    assert result.stdout.splitlines()[2].split() == ["name", "data", "get", "it"]
     rows = _task_rows(result.stdout)
-    # Reference: the shipped cards' kind and data_root (datasets/*.yaml).
-    assert rows["demo"].split()[1:] == ["classification", "shipped", "with", "evalsuite"]
-    assert rows["demo_seg"].split()[1] == "segmentation"
-    assert rows["demo_slide"].split()[1:] == ["slide", "built", "offline", "on", "first", "use"]
-    assert rows["pannuke"].split()[1:] == ["segmentation", "needs", "--data-root", "DIR"]
-    assert rows["slide_survival_csv"].split()[1] == "survival"
+    # Reference: the shipped cards' kind and data_root (datasets/*.yaml) and their entries in downloads/sources.py.
+    assert rows["demo"] == ("classification", ["shipped", "with", "evalsuite", "-"])
+    assert rows["demo_seg"][0] == "segmentation"
+    assert rows["demo_slide"] == ("slide", ["built", "offline", "on", "first", "use", "-"])
+    assert rows["pannuke"][0] == "segmentation"
+    assert " ".join(rows["pannuke"][1]).startswith("needs --data-root DIR `evalsuite download pannuke --data-root DIR`")
+    assert "by hand from https://bmirds.github.io/MHIST/" in " ".join(rows["mhist"][1])  # a form: the page
+    assert "your own cohort" in " ".join(rows["tile_csv"][1])
+    assert rows["slide_survival_csv"][0] == "survival"
     assert "docs/tasks.md" in result.stdout and "docs/slides.md" in result.stdout
 
 
