@@ -5,11 +5,14 @@ import contextlib
 
 import torch
 
-from evalsuite.models.image.conch_pooler import with_head
+from evalsuite.models.image.channelwise import CHANNELWISE, ChannelwiseViT
+from evalsuite.models.image.conch_pooler import HEADS as POOLER_HEADS
 from evalsuite.models.image.ctranspath import ConvStem
 from evalsuite.models.image.entries import ModelSpec
 
 RANDOM_INIT_SEED = 0
+# Modules around the timm trunk, by the registry's `head` name: CONCH v1.5's pooler, the channel-wise wrapper.
+HEADS = {**POOLER_HEADS, CHANNELWISE: ChannelwiseViT}
 
 
 def create_architecture(spec: ModelSpec, device: str | torch.device | None = None) -> torch.nn.Module:
@@ -22,12 +25,13 @@ def create_architecture(spec: ModelSpec, device: str | torch.device | None = Non
     with torch.random.fork_rng(devices=[]), placement:
         torch.manual_seed(RANDOM_INIT_SEED)
         model = timm.create_model(spec.architecture, pretrained=False, num_classes=0, **kwargs)
-        return with_head(model, spec.head) if spec.head else model
+        return HEADS[spec.head](model) if spec.head else model
 
 
 def resolve_layers(kwargs: dict) -> dict:
     """Layer classes are named in the registry (plain data); timm wants the classes."""
-    from timm.layers import SwiGLUPacked
+    from timm.layers import LayerNorm, SwiGLUPacked
 
-    layers = {"SwiGLUPacked": SwiGLUPacked, "SiLU": torch.nn.SiLU, "ConvStem": ConvStem}
+    # timm's LayerNorm has eps 1e-6 (where timm's DINOv3 models pass 1e-5).
+    layers = {"SwiGLUPacked": SwiGLUPacked, "SiLU": torch.nn.SiLU, "ConvStem": ConvStem, "LayerNorm": LayerNorm}
     return {k: layers[v] if k.endswith("_layer") else v for k, v in kwargs.items()}

@@ -21,6 +21,7 @@ which no timm module's `forward_features` on an RGB tile gives.
 import dataclasses
 
 from evalsuite.models.image.board_entries import BOARD_SPECS
+from evalsuite.models.image.genbio_pathfm import GENBIO_SPECS
 from evalsuite.models.image.spec import (  # noqa: F401  (re-exported: entries of other kinds read the statistics)
     BIOPTIMUS_MEAN,
     BIOPTIMUS_STD,
@@ -392,5 +393,6 @@ _SPECS += [_eva_cls_variant(spec, f"{EVA_BACKBONES}/{_EVA_CLS_WRAPPERS[spec.name
 
 # The encoders leading today's public boards (THUNDER, nanopath, Histoboard), in their own file.
 _SPECS += BOARD_SPECS
+_SPECS += GENBIO_SPECS
 
 MODELS = {spec.name: spec for spec in _SPECS}
