@@ -20,6 +20,7 @@ import torch
 from evalsuite.errors import EvalsuiteError
 
 _HF_PATCH_KEY = "embeddings.patch_embeddings.projection.weight"
+_WRAPPED_PATCH_KEY = "backbone.patch_embed.proj.weight"
 # transformers 4.x layer names (what the hub checkpoints hold) and 5.x names, onto timm's.
 _HF_LAYER_RENAMES = {
     "layernorm_before": "norm1", "norm1": "norm1",
@@ -57,6 +58,7 @@ def checkpoint_layout(state: dict) -> str:
 
 def to_timm_vit(state: dict, model) -> dict:
     """`state` in any known layout, renamed and resized for the timm ViT `model`."""
+    state = _unwrapped_backbone(state)
     layout = checkpoint_layout(state)
     if layout == "transformers":
         state = _from_transformers(state)
@@ -65,6 +67,14 @@ def to_timm_vit(state: dict, model) -> dict:
     if layout != "timm" and getattr(model, "no_embed_class", False):
         state = _fuse_class_position(state)
     return fit_pos_embed(state, model, antialias=resample_antialias(layout, state))
+
+
+def _unwrapped_backbone(state: dict) -> dict:
+    """A module that holds its ViT as `backbone` and is saved whole (EXAONE Path 2.5's PatchEncoder,
+    exaonepath/models/patch_encoder_hf.py, via PyTorchModelHubMixin) writes every key under `backbone.`."""
+    if _WRAPPED_PATCH_KEY not in state:
+        return state
+    return {key.removeprefix("backbone."): value for key, value in state.items()}
 
 
 def resample_antialias(layout: str, state: dict) -> bool:
