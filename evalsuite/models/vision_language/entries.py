@@ -119,6 +119,30 @@ _SPECS = [
                     "open_clip.get_tokenizer of the hub name; vocab 49408 as CLIP's)",
     ),
     VLMSpec(
+        name="quiltnet-b-16",
+        # QuiltNet-B-16's open_clip_config.json (hub commit 42d3269) is open_clip's ViT-B-16 (joint width 512; image
+        # 224 px, 12 layers, 768 wide, patch 16; text context 77, vocab 49408, 512 wide, 8 heads, 12 layers) without
+        # `quick_gelu` (GELU), preprocess_cfg CLIP's mean/std (open_clip's default bicubic resize).
+        library=OPEN_CLIP, architecture="ViT-B-16", quick_gelu=False,
+        pretrained_cfg=PretrainedCfg(hub_id="hf-hub:wisdomik/QuiltNet-B-16", input_size_px=224, mean=CLIP_MEAN,
+                                     std=CLIP_STD, interpolation="bicubic", licence="MIT", gated=None),
+        context_length_tokens=77, embed_dim=512, published_logit_scale=None,
+        tokenizer=CLIP_BPE,
+        checkpoint_layout="open_clip state dict (open_clip_pytorch_model.bin: visual.*, transformer.*, "
+                          "token_embedding.weight, positional_embedding, ln_final.*, text_projection, logit_scale)",
+        sources=("https://huggingface.co/wisdomik/QuiltNet-B-16",
+                 "https://huggingface.co/wisdomik/QuiltNet-B-16/commit/42d3269f0cdb466531282b5272e6b2cf7ca111d9",
+                 "https://github.com/wisdomikezogwo/quilt1m/blob/20a58247190f5d6d09c581967850952a0b07af48/README.md",
+                 "https://arxiv.org/abs/2306.11207"),
+        unconfirmed="whether the hub repository is gated; its logit scale (read from the file at load); that the "
+                    "hub's tokenizer files are CLIP's BPE vocabulary unchanged (the card loads open_clip.get_tokenizer "
+                    "of the hub name; vocab 49408 as CLIP's); the transformers-format pytorch_model.bin and config.json "
+                    "added to the hub repository later (Nov 2023) were not read, so only the open_clip file is taken; "
+                    "QuiltNet-B-16-PMB (a timm ViT-B/16 image tower with PubMedBERT text, its own open_clip_config) "
+                    "has no entry: its text tower needs transformers' BiomedNLP-PubMedBERT config and tokenizer, "
+                    "which open_clip fetches from the hub",
+    ),
+    VLMSpec(
         name="plip",
         # PLIP ships a transformers CLIPModel (ViT-B/32, fine-tuned from OpenAI's CLIP); its keys are renamed into
         # open_clip's CLIP (evalsuite.models.vision_language.adapters), the same tensors in the same module.
