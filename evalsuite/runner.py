@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from evalsuite.config import RunConfig
+from evalsuite.errors import EvalsuiteError
 from evalsuite.features.prepare import SPLITS, prepare_features, split_aliases, used_precision
 from evalsuite.features.slide_embeddings import (
     card_for_encoder,
@@ -72,6 +73,8 @@ def _run(config: RunConfig, dist, device, builds=None) -> dict | None:
     check_appendable(Path(config.out_dir) / LEADERBOARD_FILE)
     use_threads(config.threads)
     card = load_card(config.task)
+    if not KINDS[card.kind].fits_probe:  # consistency (PLISM): the test embeddings scored against each other
+        return _run_without_probe(config, card, dist, device, started, builds)
     recipes = run_recipes(config, card)  # a wrong recipe param is refused before the data is read, the model built
     card, reader, backbone = build_task_and_backbone(config, builds, card)
     check_val_choice(recipes, card, split_aliases(reader))
@@ -137,6 +140,30 @@ def _run(config: RunConfig, dist, device, builds=None) -> dict | None:
     with written_beside_run(config, record, last.test_labels, last.test_clusters, probe_results, reader) as written:
         record["results_path"] = str(append_run(config.out_dir, record, rows))
         written.keep = True
+    return record
+
+
+def _run_without_probe(config, card, dist, device, started: float, builds=None) -> dict | None:
+    """A kind that fits no probe: its test split is embedded (the float16 cache, as any tile split) and scored by the
+    kind's `score`; one result, probe `consistency`, becomes the leaderboard rows. The card's `probes` name it."""
+    if set(config.probes) - set(card.probes):
+        raise EvalsuiteError(f"task '{card.name}' fits no probe (its embeddings are compared with each other); "
+                             f"drop --probes {','.join(config.probes)}")
+    card, reader, backbone = build_task_and_backbone(config, builds, card)
+    features = prepare_features(config, card, reader, backbone, device, dist, ("test",))
+    if not dist.is_main:
+        return None
+    timings = {"features_s": time.perf_counter() - started}
+    embeddings, labels = features.splits["test"]
+    metrics, details = KINDS[card.kind].score(card, reader, embeddings, labels)
+    timings["probes_s"] = time.perf_counter() - started - timings["features_s"]
+    result = {"probe": card.probes[0], "recipe": {}, "seed": config.seeds[0], "selected_params": {},
+              "metrics": {"test": metrics}, "intervals_95": {}}
+    record = run_record(config, card, backbone, [result], {"test": sum(features.extracted_per_rank["test"])},
+                        timings, device, used_precision(config, backbone, device))
+    record.update({card.kind: details, "scored": {"unit": reader.scored_unit, "test": len(labels)},
+                   "cache": {"mode": features.plan.decision, "keys": features.keys}})
+    record["results_path"] = str(append_run(config.out_dir, record, rows_from_record(record, {"test": len(labels)})))
     return record
 
 

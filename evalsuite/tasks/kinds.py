@@ -13,6 +13,8 @@ from typing import Callable
 from evalsuite.errors import EvalsuiteError
 from evalsuite.metrics.classification import METRICS, classification_split_metrics
 from evalsuite.metrics.directions import higher_is_better
+from evalsuite.metrics.plism import HEADLINE as PLISM_HEADLINE
+from evalsuite.metrics.plism import consistency_metrics
 from evalsuite.metrics.regression import REGRESSION_METRICS, regression_split_metrics
 from evalsuite.metrics.segmentation import BACKGROUND, SEGMENTATION_METRICS, segmentation_split_metrics
 from evalsuite.metrics.survival import SURVIVAL_METRICS, survival_split_metrics
@@ -35,6 +37,9 @@ class TaskKind:
     target: str = "class"
     # Slide kinds: True scores patients (one bag of all a patient's tiles, one target, one bootstrap cluster each).
     per_patient: bool = False
+    # False: no probe; the test split's embeddings are scored against each other by `score(card, reader, features,
+    # labels) -> (metrics, details)` (consistency: PLISM's slides of the same tiles, metrics/plism.py).
+    fits_probe: bool = True
 
     @property
     def dense(self) -> bool:
@@ -123,6 +128,11 @@ KINDS = {
     "regression": TaskKind("regression", feature="pooled", selection_metrics=REGRESSION_SELECTION,
                            score=regression_split_metrics, intervals=True, card_fields=("pooling", "targets"),
                            check_card=_check_regression_card, target="vector"),
+    # No probe: how far a frozen embedding agrees with itself across scanners and stainings of the same tiles
+    # (PLISM with plismbench's metrics); a tile's label is its slide's index.
+    "consistency": TaskKind("consistency", feature="pooled", selection_metrics=(PLISM_HEADLINE,),
+                            score=consistency_metrics, intervals=False, card_fields=("pooling",),
+                            check_card=_check_classification_card, target="slide", fits_probe=False),
 }
 
 
