@@ -13,9 +13,8 @@ serves every entry and transformers is never needed at run time.
 CONCH v1.5's tile embedding is its own attentional pooler over a timm trunk's tokens: the entry names
 that `head` (evalsuite.models.image.conch_pooler) and the hub file it ships in (`pytorch_model_vision.bin`).
 
-A model a user may expect but that has no entry, and why (docs/models.md says more): GenBio-PathFM
-embeds each RGB channel separately with a one-channel ViT and concatenates the three class tokens,
-which no timm module's `forward_features` on an RGB tile gives.
+GenBio-PathFM embeds each RGB channel separately with a one-channel ViT and concatenates the three class tokens:
+its entry (evalsuite.models.image.genbio_pathfm) names the `channelwise` head that folds the channels into the batch.
 """
 
 import dataclasses
