@@ -34,10 +34,13 @@ def tasks_table(names: list[str]) -> str:
     from evalsuite.tasks.cards import load_card
     from evalsuite.tasks.kinds import KINDS
 
-    cards = [load_card(name) for name in names]
+    by_kind = {}
+    for name in names:
+        card = load_card(name)
+        by_kind.setdefault(card.kind, []).append(card)
     blocks = []
-    for kind in [*KINDS, *sorted({card.kind for card in cards} - set(KINDS))]:
-        body = [[card.name, _data_source(card.data_root), _how_to_get(card)] for card in cards if card.kind == kind]
+    for kind in [*KINDS, *sorted(set(by_kind) - set(KINDS))]:
+        body = [[card.name, _data_source(card.data_root), _how_to_get(card)] for card in by_kind.get(kind, [])]
         if body:
             blocks.append(f"{kind} ({len(body)}):\n" + _indent(format_table(["name", "data", "get it"], body)))
     return "\n".join(blocks)

@@ -42,6 +42,7 @@ FAMILIES = (
     (None, "_fold_std", LOWER),  # cross-validated tasks: the spread over folds (results/folds.py), steadier is better
     ("dice_", None, HIGHER), ("iou_", None, HIGHER),  # segmentation: per class, named after the card's classes
     ("retrieval_", None, HIGHER),  # retrieval_acc@k, retrieval_mvacc@k, retrieval_map@k (metrics/retrieval.py)
+    ("plism_", None, HIGHER),  # PLISM consistency (metrics/plism.py): cosines and top-k accuracies, means and medians
     ("cosine_", None, HIGHER),  # robustness: clean-to-transformed cosine similarity (mean, median) per transform
     # text-image retrieval (metrics/text_retrieval.py): text_to_image_recall@k, image_to_text_recall@k
     ("text_to_image_recall@", None, HIGHER), ("image_to_text_recall@", None, HIGHER),

@@ -14,7 +14,6 @@ from evalsuite.storage.names import check_identifier
 from evalsuite.tasks.kinds import DEFAULT_LAYERS, KINDS
 from evalsuite.tasks.resources import cards_dir, find_yaml, read_yaml_mapping
 
-REQUIRED_SPLITS = ("train", "val", "test")
 PROMPTS_FIELD = "zeroshot"  # the card's zero-shot prompts (evalsuite.probes.texts.class_texts)
 PROMPT_KEYS = ("source", "class_names", "templates")  # what a `zeroshot:` block may hold
 
@@ -120,7 +119,7 @@ def _card_from_mapping(raw: dict, path: Path, sha256: str) -> TaskCard:
         raise EvalsuiteError(f"task card {path}: a {kind} card has no 'classes' (it predicts "
                              f"{'time and event' if KINDS[kind].target == 'survival' else 'its targets'})")
     splits = _string_list(raw, path, "splits")
-    missing_splits = [s for s in REQUIRED_SPLITS if s not in splits]
+    missing_splits = [s for s in KINDS[kind].required_splits if s not in splits]
     if missing_splits:
         raise EvalsuiteError(f"task card {path}: field 'splits' must include {', '.join(missing_splits)}")
     selection_metric = _field(raw, path, "selection_metric", str)

@@ -46,6 +46,12 @@ class TaskKind:
         return self.feature == "dense"
 
     @property
+    def required_splits(self) -> tuple:
+        """The splits its cards must list: a probe trains on train and is chosen on val; a kind without one reads
+        test only."""
+        return ("train", "val", "test") if self.fits_probe else ("test",)
+
+    @property
     def bags(self) -> bool:
         return self.samples == "slides"
 

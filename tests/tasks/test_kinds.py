@@ -93,7 +93,7 @@ def test_a_card_of_an_undeclared_kind_is_a_one_line_error(tmp_path, capsys):
     card.write_text("name: colour\nkind: tile_colour\nreader: {name: colour}\nclasses: [red, blue]\n"
                     "splits: [train, val, test]\nselection_metric: brier\nprobes: [centroid]\n")
     assert cli.main(["run", "--task", str(card)]) == 2
-    expected = "field 'kind' must be one of classification, segmentation, slide, survival, regression, got 'tile_colour'"
+    expected = "field 'kind' must be one of classification, segmentation, slide, survival, regression, consistency, got 'tile_colour'"
     assert expected in capsys.readouterr().err
 
 
