@@ -5,6 +5,13 @@ a form, a registration or a login are `Manual`: `evalsuite download` prints thei
 docs/download.md is the same table for people. To add a dataset: one entry here, keyed by the card's name.
 """
 
+from evalsuite.downloads import (
+    sources_eva_tasks,
+    sources_ocelot_segpath,
+    sources_plism,
+    sources_spider_starc,
+    sources_tcga_wilds,
+)
 from evalsuite.downloads.model import Download, HubFolder, Manual, Remote
 from evalsuite.errors import EvalsuiteError
 
@@ -173,11 +180,17 @@ SOURCES = {
     "hest_coad": _hest("COAD"), "hest_read": _hest("READ"), "hest_ccrcc": _hest("CCRCC"),
     "hest_lung": _hest("LUNG"), "hest_lymph_idc": _hest("LYMPH_IDC"),
     "mhist": MHIST, "bracs": BRACS, "consep": CONSEP, "camelyon16": CAMELYON16, "panda": PANDA, "panda_small": PANDA,
+    # The tasks of THUNDER, eva and plismbench issue 52 added, one file per group of datasets.
+    **sources_spider_starc.SOURCES, **sources_tcga_wilds.SOURCES, **sources_eva_tasks.SOURCES,
+    **sources_ocelot_segpath.SOURCES, **sources_plism.SOURCES,
 }
 # A card of your own (a path) that reads one of these datasets with its reader gets that dataset's entry.
 ONE_DATASET_READERS = {"pcam": "pcam", "crc": "crc", "bach": "bach", "breakhis": "breakhis", "pannuke": "pannuke",
                        "monusac": "monusac", "mhist": "mhist", "bracs": "bracs", "consep": "consep",
-                       "camelyon16": "camelyon16", "panda": "panda"}
+                       "camelyon16": "camelyon16", "panda": "panda", "starc9": "starc9", "tcga_tils": "tcga_tils",
+                       "tcga_crc_msi": "tcga_crc_msi", "camelyon17_wilds": "camelyon17_wilds",
+                       "gleason_arvaniti": "gleason_arvaniti", "unitopatho": "unitopatho", "bcss": "bcss",
+                       "ocelot": "ocelot", "plism": "plism"}
 # Readers of data that has no public source: your own cohort.
 OWN_DATA_READERS = {"tile_csv": "tiles.csv and the tiles it lists", "slide_csv": "slides.csv and the slides it lists"}
 

@@ -7,9 +7,24 @@ are the readers' own constants (official counts, held-out ranges, layouts), not 
 
 from dataclasses import dataclass
 
-from evalsuite.readers.masks import consep, monusac, pannuke
+from evalsuite.readers.masks import bcss, consep, monusac, ocelot, pannuke, segpath
 from evalsuite.readers.spots import hest
-from evalsuite.readers.tiles import bach, bracs, breakhis, crc, mhist, pcam
+from evalsuite.readers.tiles import (
+    bach,
+    bracs,
+    breakhis,
+    camelyon17_wilds,
+    crc,
+    gleason_arvaniti,
+    mhist,
+    pcam,
+    plism,
+    spider,
+    starc9,
+    tcga_crc_msi,
+    tcga_tils,
+    unitopatho,
+)
 
 TILE_DOCS = "docs/tasks.md#tile-classification-tasks"
 SEG_DOCS = "docs/tasks.md#segmentation-tasks"
@@ -25,6 +40,18 @@ LAYOUTS = {
     "pannuke": (pannuke.LAYOUT, SEG_DOCS),
     "consep": (consep.LAYOUT, SEG_DOCS),
     "monusac": (monusac.LAYOUT, SEG_DOCS),
+    "spider": (spider.LAYOUT, TILE_DOCS),
+    "starc9": (starc9.LAYOUT, TILE_DOCS),
+    "tcga_tils": (tcga_tils.LAYOUT, TILE_DOCS),
+    "tcga_crc_msi": (tcga_crc_msi.LAYOUT, TILE_DOCS),
+    "camelyon17_wilds": (camelyon17_wilds.LAYOUT, TILE_DOCS),
+    "gleason_arvaniti": (gleason_arvaniti.LAYOUT, TILE_DOCS),
+    "unitopatho": (unitopatho.LAYOUT, TILE_DOCS),
+    "bcss": (bcss.LAYOUT, SEG_DOCS),
+    "ocelot": (ocelot.LAYOUT, SEG_DOCS),
+    "segpath": (segpath.layout("epithelial") + "; CD3CD20_fileinfo.csv with CD3CD20_Lymphocyte/ for lymphocytes",
+                SEG_DOCS),
+    "plism": (plism.LAYOUT, "docs/tasks.md#consistency-tasks-plism"),
     "tile_csv": ("tiles.csv (columns image_path, label; optional split, patient) and the tiles it lists",
                  "the card's description and docs/group_robustness.md"),
     "slide_csv": ("slides.csv (columns slide_path, then label, or time and event; optional split, patient) and "
@@ -67,6 +94,31 @@ def _breakhis(args: dict) -> OfficialSizes | None:
     return OfficialSizes(dict(counts), source="the BreaKHis 40X split counts") if counts else None
 
 
+def _camelyon17_wilds(args: dict) -> OfficialSizes | None:
+    if args.get("test_split", "test") != "test":
+        return None
+    return OfficialSizes(dict(camelyon17_wilds.OFFICIAL_COUNTS), source="WILDS's official split sizes (THUNDER's config)")
+
+
+def _whole_tiles_256(args: dict) -> bool:
+    return args.get("tile_size_px", 256) == 256 and args.get("stride_px", 256) == 256
+
+
+def _ocelot(args: dict) -> OfficialSizes | None:
+    if not _whole_tiles_256(args):
+        return None
+    return OfficialSizes({split: n * ocelot.TILES_PER_IMAGE for split, n in ocelot.OFFICIAL_IMAGES.items()},
+                         (256, 256), source="OCELOT's split folders (THUNDER's tile counts)")
+
+
+def _segpath(args: dict) -> OfficialSizes | None:
+    if not _whole_tiles_256(args):
+        return None
+    images = segpath.CELL_TYPES[args.get("cell_type", "epithelial")]["images"]
+    return OfficialSizes({split: n * segpath.TILES_PER_IMAGE for split, n in images.items()}, (256, 256),
+                         source="SegPath's file list (THUNDER's tile counts)")
+
+
 # Readers whose every split size follows from the card alone. A carved val (crc, mhist, consep) depends on the
 # class counts found on disk, and slide tasks cache tiles whose number only the tiling of the slides tells.
 _SIZES = {
@@ -75,6 +127,12 @@ _SIZES = {
     "pcam": lambda args: OfficialSizes(dict(pcam.OFFICIAL_COUNTS), source="PCam's official split sizes"),
     "breakhis": _breakhis,
     "pannuke": _pannuke,
+    "tcga_tils": lambda args: OfficialSizes(dict(tcga_tils.OFFICIAL_COUNTS), source="THUNDER's TCGA-TILs split sizes"),
+    "camelyon17_wilds": _camelyon17_wilds,
+    "gleason_arvaniti": lambda args: OfficialSizes(dict(gleason_arvaniti.OFFICIAL_COUNTS),
+                                                   source="eva's GleasonArvaniti split sizes"),
+    "ocelot": _ocelot,
+    "segpath": _segpath,
 }
 
 SIZED_READERS = tuple(sorted(_SIZES))
