@@ -35,6 +35,7 @@ def main(args) -> None:
     from evalsuite.reporting.views.formats import markdown_table, text_table, wide_csv_text
     from evalsuite.results.commit import repair_half_commits
     from evalsuite.results.leaderboard import LEADERBOARD_FILE, read_rows
+    from evalsuite.results.published import add_published
     from evalsuite.storage.fsio import check_file_destination
 
     source = Path(args.out) / LEADERBOARD_FILE
@@ -50,6 +51,7 @@ def main(args) -> None:
     table.notes += filter(None, [mixed_precision_note(table)])  # one line: which columns mix precisions
     if args.split == "test":  # predictions are stored for the test split only
         table = add_column_statistics(table, args.out)
+    add_published(table)  # the peers' figures beside the user's cells of the same model and task (test only)
     if args.plot:  # before the wide CSV is written: a refused --plot leaves nothing behind
         check_file_destination(Path(args.plot), "--plot")
     written = [_write_wide(table, args.out)]

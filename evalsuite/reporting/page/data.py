@@ -34,6 +34,7 @@ from evalsuite.reporting.table.wide import Filters, build_wide_table, ranked_tas
 from evalsuite.reporting.views.formats import mean_rank
 from evalsuite.results.leaderboard import LEADERBOARD_FILE, check_leaderboard_file, device_hours, read_rows
 from evalsuite.results.predictions import NoPredictions
+from evalsuite.results.published import figures_beside
 from evalsuite.results.run_fields import read_run_fields
 from evalsuite.results.run_json import RUNS_FOLDER
 
@@ -76,6 +77,7 @@ class Report:
     beyond: dict = field(default_factory=dict)  # section -> rows (report_beyond.beyond_rows)
     random_init: dict = field(default_factory=dict)  # random-init model shown -> the models whose floor it is
     ranked_tasks: list | None = None  # the columns the overall ranking runs over (None: every task)
+    published: dict = field(default_factory=dict)  # (model, task) -> a peer's figure (results/published.py)
 
 
 def collect(out_dir: Path, filters: Filters = Filters()) -> Report:
@@ -97,7 +99,8 @@ def collect(out_dir: Path, filters: Filters = Filters()) -> Report:
                     floors=floor_cells(owners, cells), overall=_overall(table),
                     notes=list(table.notes) + floor_notes + list(filter(None, [mixed_precision_note(table)])),
                     clusters=dict(table.clusters), random_init=floor_labels(owners, randoms, models),
-                    beyond=beyond_rows(rows, set(models), set(table.tasks)), ranked_tasks=ranked_tasks(table))
+                    beyond=beyond_rows(rows, set(models), set(table.tasks)), ranked_tasks=ranked_tasks(table),
+                    published=figures_beside(table))
     _add_reliability(report, table, loader)
     _add_provenance(report, out_dir)
     return report

@@ -11,6 +11,7 @@ from evalsuite.reporting.page import svg
 from evalsuite.reporting.page.cost import cost_section
 from evalsuite.reporting.page.data import Report
 from evalsuite.reporting.page.extras_html import beyond_sections, per_class_plot, reliability_section
+from evalsuite.reporting.page.published_html import published_line, published_section
 from evalsuite.reporting.page.words import NOTES_INTRO, SEEDS, floor_label, overall_gap_cell, overall_rule
 
 CALIBRATION = ("ece", "mce", "brier", "nll")  # the calibration errors a classification run reports
@@ -81,9 +82,9 @@ def _table(table_id: str, header: list, rows: list) -> str:
 
 
 def html_report(report: Report) -> str:
-    sections = [_header(report), _overview(report), _overall(report), _tasks(report), _calibration(report),
-                reliability_section(report), beyond_sections(report), cost_section(report, _table), _provenance(report),
-                _notes(report)]
+    sections = [_header(report), _overview(report), published_section(report, _table), _overall(report),
+                _tasks(report), _calibration(report), reliability_section(report), beyond_sections(report),
+                cost_section(report, _table), _provenance(report), _notes(report)]
     return "\n".join(["<!DOCTYPE html>", '<html lang="en">', "<head>", '<meta charset="utf-8">',
                       '<meta name="viewport" content="width=device-width, initial-scale=1">',
                       "<title>evalsuite report</title>", f"<style>{STYLE}</style>", "</head>", "<body>",
@@ -108,7 +109,8 @@ def _overview(report: Report) -> str:
                           f"{_esc(report.metrics[task])}{_clusters(report, task)}</span>" for task in report.tasks]
     # A random-init model's own row says whose floor it is, once: no second copy of its numbers.
     rows = [[_row_header(model, floor_label(report, model))]
-            + [_overview_cell(report.cells.get((model, task)), best[task]) for task in report.tasks]
+            + [_overview_cell(report.cells.get((model, task)), best[task], report.published.get((model, task)))
+               for task in report.tasks]
             for model in report.models]
     table = _table("overview", header, rows)
     return f'<h2 id="overview-title">Overview</h2>{table}<p class="muted legend">{LEGEND}</p>{SEEDS}'
@@ -130,7 +132,7 @@ def _row_header(model: str, label: str | None) -> str:
     return f'<th scope="row"{floor}>{_esc(model)}<br><span class="sub">{_esc(label)}</span></th>'
 
 
-def _overview_cell(cell, best_rank: float | None) -> str:
+def _overview_cell(cell, best_rank: float | None, figure=None) -> str:
     if cell is None:
         return f'<td class="missing">{DASH}</td>'
     is_best = best_rank is not None and cell.rank == best_rank
@@ -145,7 +147,7 @@ def _overview_cell(cell, best_rank: float | None) -> str:
                   f'data-task="{_esc(cell.task)}" data-probe="{_esc(cell.probe)}" data-mean="{_num(cell.mean, 6)}"')
     precision = f" · {_esc(cell.precision)}" if cell.precision else ""
     return (f"<td {attributes}>{mean}{mark}{spread}{interval}<br><span class=\"sub\">#{_rank(cell.rank)}"
-            f"{rank_interval}</span> <small>{_esc(cell.probe)}{precision}</small></td>")
+            f"{rank_interval}</span> <small>{_esc(cell.probe)}{precision}</small>{published_line(figure)}</td>")
 
 
 def _set_mark(cell) -> str:

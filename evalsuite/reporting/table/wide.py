@@ -82,6 +82,7 @@ class WideTable:
     notes: list = field(default_factory=list)
     clusters: dict = field(default_factory=dict)  # task -> (count, unit): what the column's statistics rest on
     kinds: dict = field(default_factory=dict)  # task -> its card's kind, for tasks sharing a metric ("": unknown)
+    published: dict = field(default_factory=dict)  # (model, task) -> a peer's figure (results/published.py)
 
 
 @dataclass(frozen=True)

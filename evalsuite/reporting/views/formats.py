@@ -15,6 +15,12 @@ from pathlib import Path
 
 from evalsuite.reporting.table.markdown import escape_markdown
 from evalsuite.reporting.table.precisions import precision_legend
+from evalsuite.reporting.table.published_columns import (
+    published_fields,
+    published_header,
+    published_markdown,
+    published_text,
+)
 from evalsuite.reporting.table.task_groups import left_out_text, mean_column_name, mean_groups
 from evalsuite.reporting.table.text_table import format_table
 from evalsuite.reporting.table.wide import Cell, WideTable, ranked_tasks
@@ -34,7 +40,7 @@ def wide_csv_text(table: WideTable) -> str:
     header += [name for task in table.tasks for name in [task] + [f"{task}_{f}" for f in TASK_FIELDS]]
     buffer = io.StringIO()
     writer = csv.writer(buffer, lineterminator="\n")
-    writer.writerow(header + ["weights_id"])
+    writer.writerow(header + ["weights_id", *published_header(table)])
     ranked = ";".join(ranked_tasks(table))  # the columns a rank sum runs over (two or more models)
     for row in table.rows:
         low, high = row.mean_rank_interval or (None, None)
@@ -43,7 +49,7 @@ def wide_csv_text(table: WideTable) -> str:
                   *(_number(row.metric_means.get(m)) for m in means.values())]
         for task in table.tasks:
             fields += _cell_fields(row.cells.get(task), table.metrics[task], table.clusters.get(task))
-        writer.writerow(fields + [";".join(row.weights_ids)])
+        writer.writerow(fields + [";".join(row.weights_ids), *published_fields(table, row.model)])
     return buffer.getvalue()
 
 
@@ -87,7 +93,7 @@ def write_wide_csv(table: WideTable, out_dir: Path) -> Path:
 
 
 def text_table(table: WideTable) -> str:
-    return "\n".join(_legend(table) + [format_table(*_display_rows(table))])
+    return "\n".join(_legend(table) + [format_table(*_display_rows(table))]) + published_text(table)
 
 
 def markdown_table(table: WideTable) -> str:
@@ -96,7 +102,7 @@ def markdown_table(table: WideTable) -> str:
     header = [*map(_pipes, header[:fixed]), *map(escape_markdown, header[fixed:])]
     lines = [_markdown_line(header), "|" + "|".join(" --- " for _ in header) + "|"]
     lines += [_markdown_line([escape_markdown(row[0]), *map(_pipes, row[1:])]) for row in body]  # row[0]: a label
-    return "\n".join([f"_{line}_" for line in _legend(table)] + [""] + lines)
+    return "\n".join([f"_{line}_" for line in _legend(table)] + [""] + lines) + published_markdown(table)
 
 
 def _markdown_line(cells: list) -> str:

@@ -62,12 +62,14 @@ def load_wide(out=DEFAULT_OUT, metric=None, split="test", tasks=(), models=(), p
     from evalsuite.reporting.statistics.column_statistics import add_column_statistics
     from evalsuite.reporting.table.wide import Filters, build_wide_table
     from evalsuite.reporting.views.formats import TASK_FIELDS, wide_csv_text
+    from evalsuite.results.published import add_published
 
     path = _leaderboard_path(out)
     filters = Filters(tasks=_names(tasks), models=_names(models), probes=_names(probes))
     table = build_wide_table(_read_rows(path), split, metric, filters, source=str(path), out_dir=path.parent)
     if split == "test":  # predictions are stored for the test split only
         table = add_column_statistics(table, path.parent)
+    add_published(table)  # the peers' figures: <task>_published columns
     text = pd.read_csv(io.StringIO(wide_csv_text(table)), dtype=str, keep_default_na=False)
     dtypes = _wide_dtypes(table.tasks, TASK_FIELDS)
     return pd.DataFrame({name: _typed(pd, name, list(text[name]), dtypes.get(name), path, list(text["model"]))
