@@ -65,3 +65,16 @@ def test_readme_states_the_torch_bounds_of_pyproject_and_the_cpu_install():
     ci = (REPO / ".ci" / "run").read_text()
     pins = re.findall(r"'(torch(?:vision)?==[0-9.]+)'", cpu_install)
     assert len(pins) == 2 and all(pin in ci for pin in pins)  # the CPU command installs the pair CI tests
+
+
+def test_every_shipped_card_and_registry_model_has_a_docs_row():
+    """Issue 52: docs/tasks.md (slides: docs/slides.md) names every card, docs/models.md (vision-language:
+    docs/zeroshot.md; slide encoders: docs/slide_encoders.md) every registry model."""
+    from evalsuite.models.registry import REGISTRY
+    from evalsuite.tasks.resources import cards_dir, yaml_names
+
+    docs = REPO / "docs"
+    task_docs = (docs / "tasks.md").read_text() + (docs / "slides.md").read_text()
+    model_docs = "".join((docs / name).read_text() for name in ("models.md", "zeroshot.md", "slide_encoders.md"))
+    assert [name for name in yaml_names(cards_dir()) if f"`{name}`" not in task_docs] == []
+    assert [name for name in REGISTRY if f"`{name}`" not in model_docs] == []

@@ -148,7 +148,9 @@ def make_bcss(root):
 
 
 def test_bcss_sites_half_resolution_grid_and_eva_class_map(tmp_path):
-    reader = _reader("bcss", make_bcss(tmp_path))
+    card = load_card("bcss")
+    card.reader_args["class_map"] = "eva"
+    reader = build_reader(card, str(make_bcss(tmp_path)), False)
     assert {s: len(t) for s, t in reader.tiles.items()} == {"train": 3, "val": 1, "test": 1}
     dataset = reader.dataset("test", np.asarray)
     codes = np.array(Image.open(next((tmp_path / "masks").glob("TCGA-OL-*.png"))))[::2, ::2]
@@ -161,10 +163,9 @@ def test_bcss_sites_half_resolution_grid_and_eva_class_map(tmp_path):
     assert reader.item_ids("train")[2].endswith("TCGA-AR-A0TS-DX1_xmin118843_ymin22812_MPP-0.2500.png tile 0,224 224px")
 
 
-def test_bcss_grouped_map_and_bad_masks(tmp_path):
+def test_bcss_grouped_map_is_the_cards_and_bad_masks(tmp_path):
     root = make_bcss(tmp_path)
     card = load_card("bcss")
-    card.reader_args["class_map"] = "grouped"
     codes = np.array(Image.open(next((root / "masks").glob("TCGA-OL-*.png"))))[::2, ::2]
     labels = build_reader(card, str(root), False).dataset("test", np.asarray).labels[0]
     assert (labels[codes == 1] == 1).all()

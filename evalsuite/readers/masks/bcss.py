@@ -8,12 +8,12 @@ PathologyDataScience/BCSS README.md and meta/gtruth_codes.tsv at 3c49d55.
 Layout under --data-root (the 0.25 um/px Google Drive release):
   rgbs_colorNormalized/TCGA-<TSS>-<patient>-DX1_xmin<x>_ymin<y>_MPP-0.2500.png  (151 RGB ROIs)
   masks/<same name>.png  (8-bit, one ground-truth code 0..21 per pixel, gtruth_codes.tsv)
-Class map, as eva's `_map_classes`: 0 background = outside_roi (code 0); 1 tumor = angioinvasion
-(19) + dcis (20); 2 stroma (2); 3 inflammatory = lymphocytic_infiltrate (3) + plasma_cells (10) +
-other_immune_infiltrate (11); 4 necrosis = necrosis_or_debris (4); 5 other = every other code.
-eva's table has no entry for code 1 (`tumor`), so tumor pixels land in `other`; `class_map:
-grouped` puts code 1 in tumor instead (what eva's docstring cites as the challenge baseline's
-grouping; not confirmed here). BCSS's README asks that outside_roi get zero weight in training;
+Class map (the grouping eva's docstring cites as the challenge baseline's): 0 background = outside_roi (code 0);
+1 tumor = tumor (1) + angioinvasion (19) + dcis (20); 2 stroma (2); 3 inflammatory = lymphocytic_infiltrate (3) +
+plasma_cells (10) + other_immune_infiltrate (11); 4 necrosis = necrosis_or_debris (4); 5 other = every other code.
+eva's `_map_classes` has no entry for code 1 (`tumor`), so its tumor pixels land in `other`: `class_map: eva`
+reproduces that table, for comparison with eva's numbers; the default `grouped` keeps tumor in tumor.
+BCSS's README asks that outside_roi get zero weight in training;
 eva trains on it as class 0 and leaves it out of its headline Dice, as dice_fg_mean does.
 Resolution and tiles: eva reads 224x224 px patches at 0.5 um/px, i.e. 448x448 px of the 0.25 um/px
 image on a non-overlapping grid that leaves out a remainder narrower than a patch (at most 1,000
@@ -111,7 +111,7 @@ class BcssReader(SegmentationReader):
     interval_unit = "image"  # the bootstrap resamples ROIs with all their tiles
 
     def __init__(self, card, data_root: Path, check_counts: bool = True, tile_size_px: int = 224,
-                 stride_px: int = 224, class_map: str = "eva"):
+                 stride_px: int = 224, class_map: str = "grouped"):
         check_classes(card, CLASSES, TASK, "class map")
         check_tiling(card, tile_size_px, stride_px)
         if class_map not in CLASS_MAPS:
