@@ -5,6 +5,7 @@ expected path pattern.
 """
 
 import contextlib
+import csv
 import sys
 import warnings
 from pathlib import Path
@@ -66,6 +67,21 @@ def _check_unknown_class_folders(root: Path, card, task: str) -> None:
                              "remove them, or add them to the card's classes")
     print(f"evalsuite: note: {task}: skipping folders in {root} that are not among the card's classes: "
           f"{', '.join(unknown)} (set `classes_closed: true` in the card to make this an error)", file=sys.stderr)
+
+
+def read_csv_rows(path: Path, columns: tuple, task: str, expected: str, remedy: str) -> list[dict]:
+    """A distributed CSV's rows as dicts; a missing column, an unreadable file or a broken quote is one line naming
+    the file, `expected` (which file it should be) and `remedy` (how to get a good copy)."""
+    try:
+        with open(path, newline="", encoding="utf-8-sig") as handle:
+            reader = csv.DictReader(handle)
+            missing = [column for column in columns if column not in (reader.fieldnames or [])]
+            if missing:
+                raise EvalsuiteError(f"{task}: {path} has no column {', '.join(repr(c) for c in missing)}; expected "
+                                     f"{expected} with the columns {', '.join(repr(c) for c in columns)}")
+            return list(reader)
+    except (OSError, UnicodeDecodeError, csv.Error) as exc:
+        raise EvalsuiteError(f"{task}: cannot read {path} ({exc}); {remedy}") from None
 
 
 def check_count(task: str, what: str, found: int, expected: int, check_counts: bool) -> None:

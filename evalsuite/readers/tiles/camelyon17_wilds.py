@@ -16,13 +16,12 @@ Each patch's `center`, `slide`, `patient` and `node` are per-tile metadata for a
 test bootstrap's clusters and the robustness index's excluded neighbours.
 """
 
-import csv
 from pathlib import Path
 
 import numpy as np
 
 from evalsuite.errors import EvalsuiteError
-from evalsuite.readers.files import check_classes, check_count, layout_error, require_dir, require_file
+from evalsuite.readers.files import check_classes, check_count, layout_error, read_csv_rows, require_dir, require_file
 from evalsuite.readers.tiles.base import FileListReader
 
 TASK = "camelyon17_wilds"
@@ -39,16 +38,7 @@ OFFICIAL_COUNTS = {"train": 302_436, "val": 34_904, "test": 85_054}
 
 
 def read_metadata(path: Path) -> list[dict]:
-    try:
-        with open(path, newline="", encoding="utf-8") as handle:
-            reader = csv.DictReader(handle)
-            missing = [column for column in COLUMNS if column not in (reader.fieldnames or [])]
-            if missing:
-                raise EvalsuiteError(f"{TASK}: {path} has no column {', '.join(missing)}; expected the WILDS "
-                                     f"release's metadata.csv with the columns {', '.join(COLUMNS)}")
-            return list(reader)
-    except (OSError, UnicodeDecodeError, csv.Error) as exc:
-        raise EvalsuiteError(f"{TASK}: cannot read {path} ({exc}); re-download the WILDS release") from None
+    return read_csv_rows(path, COLUMNS, TASK, "the WILDS release's metadata.csv", "re-download the WILDS release")
 
 
 def integer_cell(row: dict, column: str, where: str, allowed=None) -> int:

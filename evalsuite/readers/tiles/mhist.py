@@ -7,13 +7,12 @@ the train partition (`val_fraction` of each class, seeded) and only selects prob
 hyper-parameters; test is the official test partition.
 """
 
-import csv
 from pathlib import Path
 
 import numpy as np
 
 from evalsuite.errors import EvalsuiteError
-from evalsuite.readers.files import check_classes, check_count, require_file
+from evalsuite.readers.files import check_classes, check_count, read_csv_rows, require_file
 from evalsuite.readers.reader_args import checked_fraction, checked_seed
 from evalsuite.readers.splits import carve_val
 from evalsuite.readers.tiles.base import FileListReader
@@ -27,16 +26,7 @@ OFFICIAL_COUNTS = {"train": 2175, "test": 977}
 
 
 def read_annotations(path: Path) -> list[dict]:
-    try:
-        with open(path, newline="", encoding="utf-8-sig") as handle:
-            reader = csv.DictReader(handle)
-            missing = [column for column in COLUMNS if column not in (reader.fieldnames or [])]
-            if missing:
-                raise EvalsuiteError(f"{TASK}: {path} has no column {', '.join(repr(c) for c in missing)}; expected "
-                                     f"the columns {', '.join(repr(c) for c in COLUMNS)} of the distributed file")
-            return list(reader)
-    except (OSError, UnicodeDecodeError, csv.Error) as exc:
-        raise EvalsuiteError(f"{TASK}: cannot read {path} ({exc}); re-download annotations.csv") from None
+    return read_csv_rows(path, COLUMNS, TASK, "the distributed file", "re-download annotations.csv")
 
 
 class MhistReader(FileListReader):

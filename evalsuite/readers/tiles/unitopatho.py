@@ -17,13 +17,12 @@ Splits: test = test.csv (eva calls it val, chooses its checkpoint on it and repo
 train = the other slides. The test bootstrap resamples slides.
 """
 
-import csv
 from pathlib import Path
 
 import numpy as np
 
 from evalsuite.errors import EvalsuiteError
-from evalsuite.readers.files import check_classes, check_count, require_file
+from evalsuite.readers.files import check_classes, check_count, read_csv_rows, require_file
 from evalsuite.readers.reader_args import checked_fraction, checked_seed
 from evalsuite.readers.splits import carve_val
 from evalsuite.readers.tiles.base import FileListReader
@@ -37,16 +36,7 @@ OFFICIAL_COUNTS = {"train.csv": 6270, "test.csv": 2399}
 
 
 def read_manifest(path: Path) -> list[dict]:
-    try:
-        with open(path, newline="", encoding="utf-8-sig") as handle:
-            reader = csv.DictReader(handle)
-            missing = [column for column in COLUMNS if column not in (reader.fieldnames or [])]
-            if missing:
-                raise EvalsuiteError(f"{TASK}: {path} has no column {', '.join(repr(c) for c in missing)}; expected "
-                                     f"the UniToPatho columns {', '.join(COLUMNS)}")
-            return list(reader)
-    except (OSError, UnicodeDecodeError, csv.Error) as exc:
-        raise EvalsuiteError(f"{TASK}: cannot read {path} ({exc}); re-download the 800 subset") from None
+    return read_csv_rows(path, COLUMNS, TASK, "the UniToPatho file", "re-download the 800 subset")
 
 
 def row_sample(root: Path, csv_path: Path, line: int, row: dict) -> tuple[Path, int, str]:
