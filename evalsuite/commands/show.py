@@ -71,7 +71,7 @@ def _section(record: dict, name: str) -> dict:
 
 def _classes(task: dict) -> str:
     classes = task.get("classes") or []
-    return f"classes {', '.join(classes)}" if classes else "no classes (a survival or regression target)"
+    return f"classes {', '.join(classes)}" if classes else "no classes (a survival, regression or consistency task)"
 
 
 def _score(value) -> str:

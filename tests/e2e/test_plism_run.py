@@ -12,7 +12,7 @@ import h5py
 import numpy as np
 import pytest
 
-from tests.conftest import SMALLEST_BACKBONE, leaderboard_rows
+from conftest import SMALLEST_BACKBONE, leaderboard_rows
 
 # (x, y) of the five tiles, written in this order; plismbench's order sorts by x then y.
 COORDS = [(448, 0), (0, 224), (224, 0), (0, 0), (224, 224)]
