@@ -61,7 +61,7 @@ def test_show_prints_throughput_and_a_survival_task_without_classes(tmp_path):
                             "gpu_hours_est": 0.0123}
     write_run_json(tmp_path, record)
     lines = run_cli("show", "20260103", "--out", tmp_path).stdout.splitlines()
-    assert "          selection metric f1_macro; no classes (a survival or regression target)" in lines
+    assert "          selection metric f1_macro; no classes (a survival, regression or consistency task)" in lines
     assert ("speed     extraction 41.2 img/s, forward alone 52.5 img/s on NVIDIA A100; the task's extraction "
             "0.0123 device-hours") in lines
 
