@@ -45,7 +45,7 @@ def class_folder_samples(root: Path, card, suffix: str, task: str, layout: str):
     A folder that is not one of the card's classes is named on stderr and skipped, or is an
     error when the card sets `classes_closed: true`."""
     require_dir(root, task, layout)
-    _check_unknown_class_folders(root, card, task)
+    check_unknown_class_folders(root, card, task)
     paths, labels = [], []
     for label, name in enumerate(card.classes):
         folder = root / name
@@ -57,7 +57,7 @@ def class_folder_samples(root: Path, card, suffix: str, task: str, layout: str):
     return paths, np.array(labels, dtype=np.int64)
 
 
-def _check_unknown_class_folders(root: Path, card, task: str) -> None:
+def check_unknown_class_folders(root: Path, card, task: str) -> None:
     unknown = sorted(p.name for p in root.iterdir() if p.is_dir() and not p.name.startswith(".")
                      and p.name not in card.classes)
     if not unknown:
