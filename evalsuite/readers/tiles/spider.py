@@ -24,8 +24,14 @@ from pathlib import Path
 import numpy as np
 
 from evalsuite.errors import EvalsuiteError
-from evalsuite.readers.files import check_classes, check_count, layout_error, list_files, require_file
-from evalsuite.readers.files import check_unknown_class_folders as check_unknown_class_folders
+from evalsuite.readers.files import (
+    check_classes,
+    check_count,
+    check_unknown_class_folders,
+    layout_error,
+    list_files,
+    require_file,
+)
 from evalsuite.readers.reader_args import checked_fraction, checked_seed
 from evalsuite.readers.splits import carve_val
 from evalsuite.readers.tiles.base import FileListReader

@@ -17,8 +17,7 @@ from pathlib import Path
 
 import numpy as np
 
-from evalsuite.readers.files import check_classes, check_count, layout_error, require_dir
-from evalsuite.readers.files import check_unknown_class_folders as check_unknown_class_folders
+from evalsuite.readers.files import check_classes, check_count, check_unknown_class_folders, layout_error, require_dir
 from evalsuite.readers.tiles.base import FileListReader
 
 TASK = "starc9"
