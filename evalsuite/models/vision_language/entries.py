@@ -40,6 +40,8 @@ MUSK_REPO = "https://github.com/lilab-stanford/MUSK/blob/714b666"  # the commit 
 CONCH_MODULES = "conch (timm + open_clip modules)"  # CONCH v1 composed from the libraries (models/vision_language/conch.py)
 CONCH_REPO = "https://github.com/mahmoodlab/CONCH/blob/141cc09"  # the commit read for the entry
 TIMM_BERT = "timm+transformers"  # KEEP: timm's ViT and transformers' BertModel under KEEP's names (models/vision_language/keep.py)
+# QuiltNet-B-16-PMB: timm's ViT-B/16, transformers' BertModel under open_clip's names (vision_language/quilt_pmb.py)
+QUILT_PMB_MODULES = "timm+transformers (open_clip CustomTextCLIP names)"
 # Which image output the feature cache holds and the image probes (linear, kNN, ABMIL, ...) read; the probes that
 # compare images with texts (zeroshot, mizero, text_retrieval) map the cached rows into the joint space
 # (models/vision_language/towers.py, ImageToJoint). docs/zeroshot.md, "Which feature each probe reads", cites each model's instructions.
@@ -141,6 +143,33 @@ _SPECS = [
                     "QuiltNet-B-16-PMB (a timm ViT-B/16 image tower with PubMedBERT text, its own open_clip_config) "
                     "has no entry: its text tower needs transformers' BiomedNLP-PubMedBERT config and tokenizer, "
                     "which open_clip fetches from the hub",
+    ),
+    VLMSpec(
+        name="quiltnet-b-16-pmb",
+        # open_clip_config.json (hub commit 813c35d): timm vit_base_patch16_224 (timm_pool "", timm_proj linear),
+        # the BERT of microsoft/BiomedNLP-PubMedBERT-base-uncased-abstract (hf_proj_type mlp, hf_pooler_type
+        # cls_last_hidden_state_pooler, context 256), joint width 512, CLIP mean/std; composed offline from timm and
+        # transformers under open_clip's module names (models/vision_language/quilt_pmb.py).
+        library=QUILT_PMB_MODULES, architecture="timm vit_base_patch16_224 + BertModel (PubMedBERT-base)",
+        quick_gelu=False,
+        pretrained_cfg=PretrainedCfg(hub_id="hf-hub:wisdomik/QuiltNet-B-16-PMB", input_size_px=224, mean=CLIP_MEAN,
+                                     std=CLIP_STD, interpolation="bicubic", licence="MIT", gated=None),
+        context_length_tokens=256, embed_dim=512, published_logit_scale=None,
+        tokenizer="BertTokenizerFast (PubMedBERT's vocab.txt, lower-cased), 256 tokens",
+        checkpoint_layout="open_clip CustomTextCLIP state dict (open_clip_pytorch_model.bin of "
+                          "wisdomik/QuiltNet-B-16-PMB: visual.trunk.* timm ViT-B/16, visual.head.proj.weight, "
+                          "text.transformer.* BertModel without pooler, text.proj.0.weight, text.proj.2.weight, "
+                          "logit_scale), with the repository's vocab.txt beside it",
+        sources=("https://huggingface.co/wisdomik/QuiltNet-B-16-PMB",
+                 "https://huggingface.co/wisdomik/QuiltNet-B-16-PMB/commit/813c35d85013ba9374397e9201335741083436a0",
+                 "https://huggingface.co/wisdomik/QuiltNet-B-16-PMB/commit/4e7fc6f0de676be0837b2286cac539b1cb48a700",
+                 f"{OPEN_CLIP_REPO}/blob/v3.3.0/src/open_clip/hf_model.py",
+                 f"{OPEN_CLIP_REPO}/blob/v3.3.0/src/open_clip/timm_model.py", "https://arxiv.org/abs/2306.11207"),
+        unconfirmed="Microsoft's PubMedBERT config.json (BERT-base sizes and vocab 30522 taken from fine-tuned copies "
+                    "naming it as base); that the repository's vocab.txt is Microsoft's (open_clip reads Microsoft's); "
+                    "the file's key list (read from open_clip's code; the 784 MB file size fits it); the trained logit "
+                    "scale (read from the file at load); gating; config.json and preprocessor_config.json added to "
+                    "the hub repository in Mar 2024 were not read",
     ),
     VLMSpec(
         name="plip",

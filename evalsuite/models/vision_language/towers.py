@@ -22,6 +22,7 @@ from evalsuite.errors import EvalsuiteError
 from evalsuite.models import checkpoints
 from evalsuite.models.vision_language import conch as vlm_conch
 from evalsuite.models.vision_language import musk as vlm_musk
+from evalsuite.models.vision_language import quilt_pmb as vlm_quilt_pmb
 from evalsuite.models.vision_language.adapters import check_clip_checkpoint, hf_clip_to_open_clip, is_hf_clip
 from evalsuite.models.vision_language.attention_layout import sequence_first_attention
 from evalsuite.models.vision_language.entries import (
@@ -210,7 +211,8 @@ def _builders(spec: VLMSpec):
     return {OPEN_CLIP: (create_open_clip, load_clip),
             CONCH_MODULES: (vlm_conch.create, vlm_conch.load),
             TIMM_BERT: (create_keep, load_keep_weights),
-            TORCHSCALE: (vlm_musk.create, vlm_musk.load)}[spec.library]
+            TORCHSCALE: (vlm_musk.create, vlm_musk.load),
+            vlm_quilt_pmb.LIBRARY: (vlm_quilt_pmb.create, vlm_quilt_pmb.load)}[spec.library]
 
 
 def create_open_clip(spec: VLMSpec, seed: int):
