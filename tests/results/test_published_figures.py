@@ -28,7 +28,7 @@ def _card_metric(task: str):
 
 def test_every_figure_names_our_model_task_and_metric_and_its_source():
     figures = load_published()
-    assert {f.peer for f in figures} == {"eva", "HEST-Benchmark", "plismbench"}
+    assert {f.peer for f in figures} == {"eva", "HEST-Benchmark", "plismbench", "THUNDER"}
     keys = [(f.model, f.task, f.metric) for f in figures]
     assert len(keys) == len(set(keys)), "one figure per model, task and metric"
     for figure in figures:
@@ -39,11 +39,15 @@ def test_every_figure_names_our_model_task_and_metric_and_its_source():
         assert re.fullmatch(r"[0-9a-f]{40}", figure.commit) and figure.source_file and figure.protocol_difference
         assert 0.0 <= figure.value <= 1.0 and figure.value_text == f"{figure.value_text}".strip()
     by_key = {(f.peer, f.model, f.task, f.metric): f.value_text for f in figures}
-    # Spot checks against the files as published (eva's CSV at 0.4.5, HEST's README, plismbench's README).
+    # Spot checks against the files as published (eva's CSV at 0.4.5, HEST's README, plismbench's README,
+    # THUNDER's docs/leaderboards.md at 05eb5dc, which prints percent: 86.7 is stored as 0.867).
     assert by_key[("eva", "virchow2-cls", "bach", "balanced_accuracy")] == "0.883"
     assert by_key[("eva", "uni", "pcam", "balanced_accuracy")] == "0.937"  # patch_camelyon/test, not the val column
     assert by_key[("HEST-Benchmark", "h0-mini-cls", "hest_ccrcc", "pearson")] == "0.2670"
     assert by_key[("plismbench", "conch", "plism", "plism_leaderboard_metric")] == "0.498"
+    assert by_key[("plismbench", "gpfm", "plism", "plism_leaderboard_metric")] == "0.265"
+    assert by_key[("THUNDER", "uni2-h", "spider_breast", "f1_macro")] == "0.867"
+    assert by_key[("THUNDER", "virchow2", "camelyon17_wilds", "f1_macro")] == "0.900"  # wilds, as published
 
 
 def _table(model: str, task: str, metric: str, split: str = "test") -> WideTable:
