@@ -14,11 +14,14 @@ protocol and how it differs from ours (one phrase each). The numbers were copied
 - mahmoodlab/HEST README.md at afd42c3143092c51e6bcc0f1df65bbf58a467e5e (HEST-Benchmark results of 08.30.24; the
   pooling per encoder read in src/hest/bench/cpath_model_zoo/inference_models.py at the same commit);
 - owkin/plism-benchmark README.md at b4f32b7c233e0f5ba8340da89ef65803cfc2ce49 (the leaderboard of 03/03/2025; the
-  pooling per extractor read in plismbench/models/*.py at the same commit).
+  pooling per extractor read in plismbench/models/*.py at the same commit);
+- MICS-Lab/thunder docs/leaderboards.md at 05eb5dc1d0b17a85886ddf924bf73bf4bc725b12 (the per-dataset linear probing
+  table of 2026-04-01, read in the fork MedARC-AI/thunder, which carries that commit; its SPIDER columns equal the
+  site's SPIDER table on MICS-Lab's gh-pages): macro F1 in percent, stored as a fraction; the pooling per model read
+  in src/thunder/models/pretrained_models.py (e584c7e) and its model configs.
 Peer models with no registry entry of the same weights and pooling (eva's kaiko_vitb8, kaiko_vits8, lunit_vits16;
-HEST's ResNet50 (truncated), Remedis, UNIv1.5; plismbench's Kaiko ViT-B/8, GPFM) are left out. MICS-Lab/thunder at
-6fe47e0975411bb692263217a816b62a0c809a39 (and its tag neurips2025_datasets_and_benchmark and gh-pages) holds no
-table of results, so THUNDER has no figures here.
+HEST's ResNet50 (truncated), Remedis, UNIv1.5; plismbench's Kaiko ViT-B/8; THUNDER's CONCH 1.5, MUSK, QuiltNet-B-32,
+OpenMidnight) are left out.
 """
 
 import csv

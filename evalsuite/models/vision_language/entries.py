@@ -139,10 +139,7 @@ _SPECS = [
         unconfirmed="whether the hub repository is gated; its logit scale (read from the file at load); that the "
                     "hub's tokenizer files are CLIP's BPE vocabulary unchanged (the card loads open_clip.get_tokenizer "
                     "of the hub name; vocab 49408 as CLIP's); the transformers-format pytorch_model.bin and config.json "
-                    "added to the hub repository later (Nov 2023) were not read, so only the open_clip file is taken; "
-                    "QuiltNet-B-16-PMB (a timm ViT-B/16 image tower with PubMedBERT text, its own open_clip_config) "
-                    "has no entry: its text tower needs transformers' BiomedNLP-PubMedBERT config and tokenizer, "
-                    "which open_clip fetches from the hub",
+                    "added to the hub repository later (Nov 2023) were not read, so only the open_clip file is taken",
     ),
     VLMSpec(
         name="quiltnet-b-16-pmb",
