@@ -192,7 +192,7 @@ def test_task_card_pooling_applies_to_token_models_and_yields_to_the_flag(tmp_pa
     ("demo", {"pooling": TIMM_HEAD}, "unknown pooling 'timm_head'"),
     ("demo", {"pooling": 1}, "field 'pooling' must be str"),
     ("demo_seg", {"pooling": CLS},
-     "field 'pooling' applies to classification, slide, survival and regression cards only"),
+     "field 'pooling' applies to classification, slide, survival, regression and consistency cards only"),
 ])
 def test_bad_card_pooling_is_a_one_line_error(tmp_path, card_name, fields, message):
     from evalsuite.tasks.cards import load_card
