@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from conftest import assert_one_line_error, run_cli
+from conftest import assert_one_line_error, run_cli, run_cli_here
 
 from evalsuite.errors import EXIT_SWEEP_INCOMPLETE, EXIT_USER
 from evalsuite.tasks.resources import cards_dir
@@ -36,7 +36,7 @@ def _write(folder: Path, raw=None, text: str | None = None, name: str = "sweep.y
 
 def _expect_error(folder: Path, path: Path, *fragments: str, args=("run",), env=None):
     """`sweep ARGS PATH` refuses with one line naming the file and `fragments`, exit 2, nothing under out."""
-    result = run_cli("sweep", *args, path, cwd=folder, env=env, timeout=120)
+    result = run_cli_here("sweep", *args, path, cwd=folder, env=env)
     assert_one_line_error(result, *fragments)
     assert result.returncode == EXIT_USER, result.stderr
     assert not (folder / "out").exists()
@@ -212,7 +212,7 @@ def test_out_is_a_file(folder):
     """`out:` names an existing regular file: refused before anything runs; the file is left as it was."""
     (folder / "taken").write_text("mine\n")
     path = _sweep_with(folder, out="taken")
-    result = run_cli("sweep", "run", path, cwd=folder, timeout=120)
+    result = run_cli_here("sweep", "run", path, cwd=folder)
     assert_one_line_error(result, str(folder / "taken"), "is not a folder")
     assert result.returncode == EXIT_USER
     assert (folder / "taken").read_text() == "mine\n"
@@ -283,7 +283,7 @@ def test_out_resolved_into_a_folder_with_a_line_break_is_refused(folder):
     odd = folder / "x\ntouch"
     odd.mkdir()
     path = _sweep_with(odd)
-    result = run_cli("sweep", "run", path, "--executor", "slurm", "--dry-run", cwd=folder, timeout=120)
+    result = run_cli_here("sweep", "run", path, "--executor", "slurm", "--dry-run", cwd=folder)
     assert_one_line_error(result, "out must not contain a double quote or a line break")
     assert result.returncode == EXIT_USER and not (odd / "out").exists()
 
@@ -343,7 +343,7 @@ def test_sweep_element_on_a_file_that_is_no_plan_says_so(folder, plan, fragments
     path = folder / "plan.json"
     if plan is not None:
         path.write_text(plan)
-    result = run_cli("sweep", "element", path, "3", cwd=folder, timeout=120)
+    result = run_cli_here("sweep", "element", path, "3", cwd=folder)
     assert_one_line_error(result, str(path), *fragments)
     assert result.returncode == EXIT_USER and "no element 3" not in result.stderr
 
