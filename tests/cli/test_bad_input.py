@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 import torch
 import yaml
-from conftest import assert_one_line_error, run_cli
+from conftest import assert_one_line_error, run_cli_here
 
 from evalsuite.results.leaderboard import append_rows
 from evalsuite.tasks.resources import cards_dir, shipped_data_dir
@@ -46,7 +46,7 @@ def _card_with(tmp_path, **changes):
 
 def _expect_error(out, args, *fragments):
     before = _snapshot(out)
-    result = run_cli("run", "--out", out, *args, timeout=120)
+    result = run_cli_here("run", "--out", out, *args)
     assert_one_line_error(result, *fragments)
     assert _snapshot(out) == before
 
