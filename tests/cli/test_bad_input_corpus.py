@@ -12,7 +12,15 @@ import subprocess
 
 import pytest
 import torch
-from conftest import assert_one_line_error, cache_manifests, leaderboard_rows, make_crc, make_mhist, run_cli
+from conftest import (
+    assert_one_line_error,
+    cache_manifests,
+    leaderboard_rows,
+    make_crc,
+    make_mhist,
+    run_cli,
+    run_cli_here,
+)
 
 from evalsuite.errors import EvalsuiteError
 from evalsuite.readers.tiles.crc import CrcReader
@@ -83,7 +91,7 @@ def test_corrupt_image_read_by_a_worker_exits_2_and_never_hangs(tmp_path, task, 
 ], ids=["seed-negative", "seeds-empty-item", "seeds-negative", "seeds-empty", "seeds-repeated", "seed-2**62",
         "seeds-2**70", "seeds-superscript-two", "seeds-5000-digits"])
 def test_bad_seeds_are_one_line_errors(tmp_path, args, fragment):
-    result = run_cli("run", "--task", "demo", "--out", tmp_path / "out", *args, timeout=120)
+    result = run_cli_here("run", "--task", "demo", "--out", tmp_path / "out", *args)
     assert_one_line_error(result, fragment)
     assert not (tmp_path / "out").exists()
 
@@ -97,7 +105,7 @@ def test_checkpoint_with_integer_tensors_names_the_first_key_and_dtype(tmp_path,
     state = {k: v.to(dtype) if v.is_floating_point() else v for k, v in state.items()}
     path = tmp_path / "ints.safetensors"
     save_file(state, str(path))
-    result = run_cli("run", "--task", "demo", "--weights", path, "--out", tmp_path / "out", timeout=120)
+    result = run_cli_here("run", "--task", "demo", "--weights", path, "--out", tmp_path / "out")
     dtype_name = str(dtype).removeprefix("torch.")
     assert_one_line_error(result, str(path), f"tensor '{next(iter(state))}' is {dtype_name}", "model holds float32")
     assert not (tmp_path / "out").exists()
@@ -231,8 +239,8 @@ def test_slide_manifest_messages_point_the_right_way(tmp_path, manifest, fragmen
     siteB/001.svs were 'listed twice' with no hint to add a slide_id column."""
     (tmp_path / "slides.csv").write_text(manifest)
     (tmp_path / "card.yaml").write_text(MANIFEST_CARD.format(root=tmp_path))
-    result = run_cli("run", "--task", tmp_path / "card.yaml", "--model", "test_vit", "--random-init",
-                     "--out", tmp_path / "out", timeout=WATCHDOG_S)
+    result = run_cli_here("run", "--task", tmp_path / "card.yaml", "--model", "test_vit", "--random-init",
+                          "--out", tmp_path / "out")
     assert_one_line_error(result, *fragments)
     assert result.returncode == 2 and misleading not in result.stderr
     assert not leaderboard_rows(tmp_path / "out")
@@ -269,7 +277,7 @@ def test_tile_csv_unreadable_image_says_to_delete_its_row_not_no_count_check(tmp
 def test_out_over_name_max_or_path_max_is_one_line(tmp_path, command, too_long):
     """Before: `OSError: [Errno 36] File name too long` from a stat(), an internal error (exit 1)."""
     out = tmp_path / ("n" * 256) if too_long == "name" else tmp_path.joinpath(*["p" * 200] * 21)  # 4221 bytes
-    result = run_cli(*command, "--out", out, timeout=120)
+    result = run_cli_here(*command, "--out", out)
     assert result.returncode == 2
     expected = ("is 256 bytes, over the file system's 255 (NAME_MAX)" if too_long == "name" else
                 "PATH_MAX 4095, less 256 for the files under it); pass a shorter --out")
@@ -328,7 +336,7 @@ def _tile_cohort(root, labels: dict, patients=None, group=False):
 def test_a_train_split_with_one_class_is_refused(tmp_path):
     """Before: a degenerate kNN probe (every prediction 'left') went onto the leaderboard with exit 0."""
     card = _tile_cohort(tmp_path, {"train": ["left"] * 4, "val": ["left", "right"], "test": ["left", "right"] * 2})
-    result = run_cli("run", "--task", card, *TINY_MODEL, "--out", tmp_path / "out")
+    result = run_cli_here("run", "--task", card, *TINY_MODEL, "--out", tmp_path / "out")
     assert result.returncode == 2
     assert_one_line_error(result, "the train split has only class left (4 items)", "at least two classes")
     assert not leaderboard_rows(tmp_path / "out")
@@ -340,7 +348,7 @@ def test_group_index_on_test_tiles_of_one_patient_says_so(tmp_path):
     labels = {"train": ["left", "right"] * 2, "val": ["left", "right"], "test": ["left", "right"] * 2}
     patients = {"train": ["p1", "p2", "p3", "p4"], "val": ["p5", "p6"], "test": ["p0"] * 4}
     card = _tile_cohort(tmp_path, labels, patients, group=True)
-    result = run_cli("run", "--task", card, *TINY_MODEL, "--out", tmp_path / "out")
+    result = run_cli_here("run", "--task", card, *TINY_MODEL, "--out", tmp_path / "out")
     assert result.returncode == 2
     assert_one_line_error(result, "all 4 items come from one patient/slide", "at least two patients/slides")
     assert not (tmp_path / "out").exists()  # refused before any extraction
@@ -385,7 +393,7 @@ def test_a_three_slide_cohort_is_refused(tmp_path):
     """One slide per split: before, balanced accuracy 1.000 on a one-slide test split, exit 0. Issue 40: refused
     from the manifest's labels, before any slide is tiled (it was after train's extraction, 62 s)."""
     card = _slide_cohort(tmp_path, {"train": {"stroma": 1}, "val": {"tumour": 1}, "test": {"tumour": 1}})
-    result = run_cli("run", "--task", card, *TINY_MODEL, "--out", tmp_path / "out")
+    result = run_cli_here("run", "--task", card, *TINY_MODEL, "--out", tmp_path / "out")
     assert result.returncode == 2
     assert_one_line_error(result, "the train split has only class stroma (1 items)")
     assert not leaderboard_rows(tmp_path / "out")
@@ -398,7 +406,7 @@ def test_skip_bad_slides_leaving_a_test_split_with_one_class_is_refused_naming_t
     missing = [("gone_1.svs", "tumour", "test"), ("gone_2.svs", "tumour", "test")]
     card = _slide_cohort(tmp_path, {"train": {"stroma": 2, "tumour": 2}, "val": {"stroma": 1, "tumour": 1},
                                     "test": {"stroma": 2}}, missing)
-    result = run_cli("run", "--task", card, *TINY_MODEL, "--skip-bad-slides", "--out", tmp_path / "out")
+    result = run_cli_here("run", "--task", card, *TINY_MODEL, "--skip-bad-slides", "--out", tmp_path / "out")
     assert result.returncode == 2
     assert_one_line_error(result, "refusing to score the test split: --skip-bad-slides left out 2 slide(s) "
                           "(gone_1, gone_2) and only class stroma (2 items) is left")
@@ -436,7 +444,7 @@ def test_a_yaml_key_written_twice_is_refused(tmp_path, kind):
     """Before: PyYAML kept the last `models:` and the sweep ran half its models with exit 0; a card or recipe lost
     a field the same way."""
     path, command, fragment = _duplicated_key_files(tmp_path)[kind]
-    result = run_cli(*command, cwd=tmp_path, timeout=120)
+    result = run_cli_here(*command, cwd=tmp_path)
     assert result.returncode == 2, result.stderr
     assert_one_line_error(result, str(path), fragment, "keep one")
     assert not (tmp_path / "out").exists()
@@ -538,7 +546,7 @@ def test_a_leaderboard_that_is_a_folder_says_so(capsys, tmp_path, command):
 def test_slurm_cpus_on_node_in_slurms_repeated_count_form_is_read(tmp_path):
     """`SLURM_CPUS_ON_NODE=2(x2)` (2 CPUs on each of 2 nodes): before, `ValueError: invalid literal for int()`."""
     env = {"SLURM_MEM_PER_CPU": "1000", "SLURM_CPUS_ON_NODE": "2(x2)"}
-    result = run_cli("budget", "--task", "demo", *TINY_MODEL, "--out", tmp_path / "out", env=env, timeout=120)
+    result = run_cli_here("budget", "--task", "demo", *TINY_MODEL, "--out", tmp_path / "out", env=env)
     assert result.returncode == 0, result.stderr
     assert "limits: SLURM_MEM_PER_CPU 1.95 GiB" in result.stdout  # 2 CPUs x 1000 MB on this node
     assert not (tmp_path / "out").exists()
@@ -554,7 +562,7 @@ def test_slurm_cpus_on_node_in_slurms_repeated_count_form_is_read(tmp_path):
 ], ids=["line-break", "space", "dot-dot"])
 def test_a_label_that_is_not_an_identifier_is_refused_at_once(tmp_path, label, fragment):
     """Before: `--label $'x\\ny'` was accepted and broke the leaderboard table and the Markdown report."""
-    result = run_cli("run", "--task", "demo", *TINY_MODEL, "--label", label, "--out", tmp_path / "out", timeout=120)
+    result = run_cli_here("run", "--task", "demo", *TINY_MODEL, "--label", label, "--out", tmp_path / "out")
     assert result.returncode == 2
     assert_one_line_error(result, fragment)
     assert not (tmp_path / "out").exists()
@@ -569,6 +577,6 @@ def test_a_card_named_dot_says_why(tmp_path, name):
     card = yaml.safe_load((cards_dir() / "crc.yaml").read_text())
     card["name"] = name
     (tmp_path / "dot.yaml").write_text(yaml.safe_dump(card))
-    result = run_cli("run", "--task", tmp_path / "dot.yaml", "--out", tmp_path / "out", timeout=120)
+    result = run_cli_here("run", "--task", tmp_path / "dot.yaml", "--out", tmp_path / "out")
     assert_one_line_error(result, f"field 'name' {name!r} is refused: '.' and '..' name a folder and its parent")
     assert "must be letters" not in result.stderr and not (tmp_path / "out").exists()
