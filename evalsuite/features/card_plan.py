@@ -90,16 +90,17 @@ def count_splits(config, card, data_config: dict) -> tuple[dict, tuple]:
     reader = build_reader(card, config.data_root, config.check_counts)
     transform = build_transform(data_config)
     aliases = {} if KINDS[card.kind].bags else split_aliases(reader)
+    wanted = KINDS[card.kind].required_splits  # a kind without a probe (consistency) extracts test alone
     if KINDS[card.kind].bags:
         datasets = {split: slide_dataset(reader.tile(split, config.skip_bad_slides, config.num_workers), transform)
-                    for split in SPLITS}
+                    for split in wanted}
     else:
-        datasets = {split: reader.dataset(split, transform) for split in SPLITS if split not in aliases}
+        datasets = {split: reader.dataset(split, transform) for split in wanted if split not in aliases}
         datasets.update({split: datasets[alias] for split, alias in aliases.items()})
     for split, dataset in datasets.items():
         if len(dataset) == 0:
             raise EvalsuiteError(f"task card {card.path}: split '{split}' has no samples")
-    label_shape = tuple(getattr(datasets["train"], "label_shape", ()))
+    label_shape = tuple(getattr(datasets[wanted[0]], "label_shape", ()))
     return {split: (len(dataset), _label_bytes(dataset, label_shape), split in aliases)
             for split, dataset in datasets.items()}, label_shape
 

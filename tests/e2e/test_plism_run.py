@@ -90,3 +90,11 @@ def test_run_refuses_a_probe(cli_in_process, plism_root, tmp_path):
     result = cli_in_process("run", "--task", "plism", "--data-root", plism_root, "--no-count-check",
                             "--out", tmp_path / "out", "--probes", "linear", *SMALLEST_BACKBONE)
     assert result.returncode != 0 and "fits no probe" in result.stderr
+
+
+def test_budget_plans_the_test_split_alone(cli_in_process, plism_root, tmp_path):
+    """A consistency card has no train or val: `budget` plans the one split a run extracts (3 slides x 4 tiles)."""
+    result = cli_in_process("budget", "--task", "plism", "--model", "vit_tiny_patch16_224", "--data-root", plism_root,
+                            "--no-count-check", "--out", tmp_path / "out")
+    assert result.returncode == 0, result.stderr
+    assert "12 images to extract" in result.stdout
