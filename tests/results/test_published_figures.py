@@ -91,3 +91,9 @@ def test_a_published_figure_shows_beside_a_run_of_the_same_model_and_task(cli_in
     assert cli_in_process("report", "--out", out).returncode == 0
     page = (out / "report.html").read_text()
     assert "published 0.831 · eva 0.4.5" in page and 'id="published-figures"' in page and source in page
+    markdown = cli_in_process("report", "--out", out, "--format", "markdown")
+    assert markdown.returncode == 0, markdown.stderr
+    line = next(line for line in markdown.stdout.splitlines() if line.startswith("- kaiko-vits16+random-init"))
+    assert "on mhist" in line and "published 0.831" in line and "pathology.csv" in line
+    latex = cli_in_process("report", "--out", out, "--format", "latex")
+    assert "published 0.831" in latex.stdout

@@ -66,8 +66,24 @@ def markdown_report(report: Report) -> str:
         lines += ["", f"Overall (mean rank {escape_markdown(overall_rule(report))}; 95 % bootstrap interval): "
                   + ", ".join(f"{escape_markdown(model)} {rank:.2f}{_overall_interval(interval)}"
                               for model, rank, interval in report.overall) + "."]
+    published = published_lines(report)
+    if published:
+        lines += ["", escape_markdown(published[0]), *(f"- {escape_markdown(line)}" for line in published[1:])]
     precision = precision_line(report)
     return "\n".join(lines + (["", escape_markdown(precision) + "."] if precision else []))
+
+
+def published_lines(report: Report) -> list[str]:
+    """One line per shown cell with a peer's published figure (results/published.py), after a heading line; [] when
+    none: a figure is never a row of the table, so it goes under it with its source and how the protocol differs."""
+    lines = []
+    for model in report.models:
+        for task in report.tasks:
+            figure, cell = report.published.get((model, task)), report.cells.get((model, task))
+            if figure is not None and cell is not None:
+                lines.append(f"{model} on {task}: yours {_value(cell.mean)}, published {figure.value_text} "
+                             f"({figure.source()}; differs: {figure.difference()})")
+    return ["Published figures beside your rows (not ranked, not in any mean or best set):", *lines] if lines else []
 
 
 def precision_line(report: Report) -> str:
@@ -123,5 +139,7 @@ def latex_report(report: Report) -> str:
              r"\midrule", *body]
     caption = _latex_escape(RULES.replace(IN_SET, "DIAMOND").replace(f"{UNTESTED}:", "UNTESTED:"))
     caption = caption.replace("DIAMOND", r"$\diamond$").replace("UNTESTED:", r"$?$:")
+    published = " ".join(_latex_escape(line) for line in published_lines(report))
+    caption += f". {published}" if published else ""
     lines += [r"\bottomrule", r"\end{tabular}", f"\\caption{{{caption}.}}", r"\end{table}"]
     return "\n".join(lines)
