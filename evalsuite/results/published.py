@@ -58,7 +58,8 @@ class PublishedFigure:
 
     def difference(self) -> str:
         """How the peer's protocol differs from ours, and that the user's weights differ when they do."""
-        weights = f"; your row's weights are {self.other_weights}, the figure's are {self.model}'s published ones" \
+        # The suffix is a run's own: random-init, a checkpoint's stem, or pooling=RULE (another embedding of the model).
+        weights = f"; your row is {self.model}+{self.other_weights}, not {self.model} as published" \
             if self.other_weights else ""
         return self.protocol_difference + weights
 

@@ -77,7 +77,7 @@ def test_a_published_figure_shows_beside_a_run_of_the_same_model_and_task(cli_in
     assert board.returncode == 0, board.stderr
     block = board.stdout.split("published figures beside your rows", 1)[1]
     line = next(line for line in block.splitlines() if line.startswith("kaiko-vits16+random-init"))
-    assert "mhist" in line and "0.831" in line and source in line and "your row's weights are random-init" in line
+    assert "mhist" in line and "0.831" in line and source in line and "your row is kaiko-vits16+random-init, not kaiko-vits16 as published" in line
 
     with open(out / "leaderboard_wide.csv", newline="") as handle:
         wide = next(csv.DictReader(handle))
