@@ -87,8 +87,3 @@ class ConchVisionTower(nn.Module):
 
 
 HEADS = {CONCH_V1_5: ConchVisionTower}
-
-
-def with_head(trunk: nn.Module, head: str) -> nn.Module:
-    """`trunk` wrapped in the registry head named `head`."""
-    return HEADS[head](trunk)
