@@ -98,7 +98,8 @@ def models_table() -> str:
              for spec in of_kind(VISION_LANGUAGE).values()]
     # A slide encoder reads a tile encoder's features at its own tiling (docs/slide_encoders.md): those go where a
     # tile model's tokens and input go.
-    body += [[spec.name, spec.kind, str(spec.embed_dim), f"slide from {spec.tile_encoder} tiles ({spec.tile_dim}-d)",
+    body += [[spec.name, spec.kind, str(spec.embed_dim), f"slide from {spec.tile_encoder} tiles ({spec.tile_dim}-d)"
+              + ("; text tower (zeroshot)" if spec.extra.get("text_module") else ""),
               "-", f"{spec.tiling['tile_size_px']} px tiles at {spec.magnification} ({spec.tiling['target_mpp']:g} um/px)",
               _access(spec.licence, spec.gated)] for spec in of_kind(SLIDE).values()]
     return format_table(header, body)

@@ -51,7 +51,7 @@ class Backbone:
     num_prefix_tokens: int = 0  # class + register tokens ahead of the patch tokens
     patch_size_px: int | None = None  # None: not a patch-token model (CNN feature maps)
     precision: str | None = None  # compute precision the registry pins for `--precision auto` (None: the device's)
-    text: object = None  # models.vision_language.towers.TextTower of a vision-language model (the zeroshot probe's prompts); else None
+    text: object = None  # TextTower of a vision-language model or a slide encoder's (the zeroshot probe's prompts); else None
     probe_features: str | None = None  # "before_projection" (models/vision_language/entries.py): in the cache key; None: the only
     slide_encoder: object = None  # models.slide.encoder.SlideEncoder of a slide-encoder entry: this backbone is its tile encoder
 
@@ -176,7 +176,10 @@ def _slide_backbone(spec, weights: str | None, random_init: bool, label: str) ->
     from evalsuite.models.slide.encoder import build_slide_encoder, tile_weights_in
 
     tiles = _build_backbone(spec.tile_encoder, tile_weights_in(spec, weights), random_init)
-    return dataclasses.replace(tiles, slide_encoder=build_slide_encoder(spec.name, weights, random_init, label))
+    encoder = build_slide_encoder(spec.name, weights, random_init, label)
+    # Prompts are compared with slide embeddings through the slide encoder's own text tower, never the tile
+    # encoder's (MADELEINE reads CONCH tiles: CONCH's text tower knows nothing of MADELEINE's slide space).
+    return dataclasses.replace(tiles, slide_encoder=encoder, text=encoder.text)
 
 
 _BUILDERS = {IMAGE: _image_backbone, VISION_LANGUAGE: _vision_language_backbone, SLIDE: _slide_backbone}  # registry kinds

@@ -193,9 +193,14 @@ def require_texts(texts, probe: str, what: str = "class texts"):
 
 def check_text_tower(backbone, probe: str) -> None:
     """A probe that reads texts needs a model with a text tower; refused before any forward."""
-    if getattr(backbone, "text", None) is None:
-        raise EvalsuiteError(f"probe {probe} needs a vision-language model (a text tower): '{backbone.name}' has "
-                             "none; use --model clip-vit-b-16 (`evalsuite list models`, kind vision-language)")
+    if getattr(backbone, "text", None) is not None:
+        return
+    encoder = getattr(backbone, "slide_encoder", None)
+    if encoder is not None:
+        raise EvalsuiteError(f"probe {probe} needs a text tower: slide encoder '{encoder.spec.name}' has none; use "
+                             "--model titan or --model prism (`evalsuite list models`, kind slide, text tower yes)")
+    raise EvalsuiteError(f"probe {probe} needs a vision-language model (a text tower): '{backbone.name}' has "
+                         "none; use --model clip-vit-b-16 (`evalsuite list models`, kind vision-language)")
 
 
 def check_images_map_to_joint_space(probe_class, probe: str, backbone) -> None:

@@ -47,3 +47,28 @@ def test_each_fold_column_runs_and_the_run_json_holds_both_folds(tmp_path):
     meanpool = next(p for p in record["probes"] if p["probe"] == "meanpool")
     assert {f"test_fold{k}" for k in range(FOLDS)} <= set(meanpool["metrics"])
     assert record["scored"]["test"] == len(rows)  # every slide is tested once over the folds
+
+
+def test_a_cross_cohort_task_trains_on_one_cohort_and_tests_on_the_other(tmp_path, cli_in_process):
+    """`cohort_a==cohort_b--tumour` (Patho-Bench's cross-cohort code): the demo's train slides as cohort A's file,
+    its test slides as cohort B's; one fold, trained (and val carved) on A, scored on every slide of B."""
+    train = layout.demo_rows(PER_CLASS, FOLDS)
+    test = [{**row, "case_id": row["case_id"].replace("case-", "case-b-"),
+             "slide_id": row["slide_id"].replace("train-", "test-")} for row in layout.demo_rows(2, FOLDS)]
+    layout.write_task(tmp_path / "splits", "cohort_a", "tumour", train, label_dict={0: "stroma", 1: "tumour"})
+    layout.write_task(tmp_path / "splits", "cohort_b", "tumour", test, label_dict=None)  # A's config is read
+    card = {"name": "patho_bench_cross_cohort", "kind": "slide", "data_root": str(tmp_path),
+            "reader": {"name": "patho_bench", "args": {"task_code": "cohort_a==cohort_b--tumour", "splits_root": "splits",
+                                                       "slides": str(demo_slides_folder() / "{slide_id}.*")}},
+            "classes": ["stroma", "tumour"], "splits": ["train", "val", "test"],
+            "tiling": {"target_mpp": 0.5, "tile_size_px": 224, "min_tissue_fraction": 0.5, "max_tiles": 4},
+            "selection_metric": "balanced_accuracy", "probes": ["meanpool"]}
+    (tmp_path / "card.yaml").write_text(yaml.safe_dump(card))
+    result = cli_in_process("run", "--task", tmp_path / "card.yaml", "--model", "test_vit", "--random-init",
+                            "--num-workers", "0", "--out", tmp_path / "out")
+    assert result.returncode == 0, result.stderr
+    record = run_record(tmp_path / "out", result)
+    assert "folds" not in record  # one fold: a plain run
+    assert record["scored"]["test"] == len(test)
+    assert record["scored"]["train"] + record["scored"]["val"] == len(train) and record["scored"]["val"]
+    assert record["slides"]["test"]["slides"] == len(test)

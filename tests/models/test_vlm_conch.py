@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 import torch
 import torch.nn.functional as F
+from conch_tokenizer_file import write_conch_tokenizer
 from conftest import leaderboard_rows, run_cli
 from PIL import Image
 
@@ -58,25 +59,7 @@ CAPTIONING = {"visual.attn_pool_caption.query": (256, 768), "visual.attn_pool_ca
               "text_decoder.cross_attn.11.ln_1_kv.weight": (768,), "text_decoder.ln_final.bias": (768,)}
 
 
-def write_tokenizer(path):
-    """A small byte-level BPE tokenizer in the format of CONCH's file: NFD, strip accents, lower case; byte-level
-    pre-tokenizer with a prefix space; <pad>, <start_of_text>, <end_of_text> as ids 0, 1, 2 and a template that
-    wraps each prompt in the start and end tokens."""
-    from tokenizers import decoders, models, normalizers, pre_tokenizers, processors, trainers
-
-    tokenizer = tokenizers.Tokenizer(models.BPE())
-    tokenizer.normalizer = normalizers.Sequence([normalizers.NFD(), normalizers.StripAccents(),
-                                                 normalizers.Lowercase()])
-    tokenizer.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=True)
-    tokenizer.decoder = decoders.ByteLevel()
-    trainer = trainers.BpeTrainer(vocab_size=400, special_tokens=["<pad>", "<start_of_text>", "<end_of_text>"],
-                                  initial_alphabet=pre_tokenizers.ByteLevel.alphabet(), show_progress=False)
-    tokenizer.train_from_iterator(["an h&e image of tumor tissue", "stroma with lymphocytes", "carcinoma"] * 4, trainer)
-    tokenizer.post_processor = processors.TemplateProcessing(
-        single="<start_of_text> $A <end_of_text>", special_tokens=[("<start_of_text>", 1), ("<end_of_text>", 2)])
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tokenizer.save(str(path))
-    return path
+write_tokenizer = write_conch_tokenizer
 
 
 @pytest.fixture(autouse=True)

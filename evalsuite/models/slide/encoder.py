@@ -13,6 +13,7 @@ from evalsuite.models.hub import download_weights
 from evalsuite.models.image.architecture import RANDOM_INIT_SEED
 from evalsuite.models.slide.entries import SLIDE_ENCODERS
 from evalsuite.models.slide.spec import SlideEncoderSpec
+from evalsuite.models.slide.text_tower import slide_text_tower
 
 HUB_FILES = ("model.safetensors", "pytorch_model.bin")
 
@@ -23,6 +24,7 @@ class SlideEncoder:
     model: torch.nn.Module  # forward(features [tiles, tile_dim], coords_level0 [tiles, 2], patch_size_level0) -> [E]
     weights_id: str
     label: str = ""  # the leaderboard's model column: the name, plus how the weights differ
+    text: object = None  # models.slide.text_tower.SlideTextTower where the entry has a text side (TITAN, PRISM)
 
     @property
     def embed_dim(self) -> int:
@@ -41,6 +43,7 @@ def build_slide_encoder(name: str, weights: str | None = None, random_init: bool
     spec = SLIDE_ENCODERS[name]
     module = module_of(spec)
     model = checkpoints.seeded(lambda: module.build(spec), RANDOM_INIT_SEED)
+    path = None
     if random_init:
         weights_id = f"random-init:seed{RANDOM_INIT_SEED}"
     else:
@@ -48,7 +51,8 @@ def build_slide_encoder(name: str, weights: str | None = None, random_init: bool
             download_weights(name, spec.hub_id, spec.gated, spec.extra.get("hub_files", HUB_FILES))
         weights_id, _ = checkpoints.load_key_for_key(model, path, prepare=module.published_keys)
     model.eval().requires_grad_(False)
-    return SlideEncoder(spec, model, weights_id, label or name)
+    text = slide_text_tower(spec, Path(path) if path is not None else None, weights_id)
+    return SlideEncoder(spec, model, weights_id, label or name, text)
 
 
 def tile_weights_in(spec, weights: str | None) -> str | None:

@@ -23,7 +23,7 @@ alike, which changes nothing).
 
 `published_keys` keeps `image_resampler.*` without that prefix, drops the image latents' norm (`img_norm`, which only
 the report decoder reads), the BioGPT text decoder (`text_decoder.*`), the contrastive heads (`img_to_latents`,
-`text_to_latents`) and `temperature`. A shared module's tensors may be stored under one layer's name (safetensors
+`text_to_latents`) and `temperature`; zero-shot reads those from the same file (models/slide/prism_text.py). A shared module's tensors may be stored under one layer's name (safetensors
 files hold no aliases) or under every layer's name (`torch.save`): whichever the file holds is read as the owning
 layer's (0 or 1), and copies under several names must be the same tensor.
 """
@@ -63,6 +63,9 @@ SPECS = (
                           "img_to_latents.*, text_to_latents.*, temperature (dropped)",
         uses_coords=False,
         text_tower=True,
+        extra={"text_module": "prism_text",  # zero-shot: models/slide/prism_text.py
+               "text": {"tokenizer": "BioGPT (microsoft/biogpt at eb0d815: vocab.json, merges.txt; sacremoses)",
+                        "context_length_tokens": 1024}},
         sources=(
             "https://huggingface.co/paige-ai/Prism (perceiver.py, modeling_prism.py, configuring_prism.py, "
             "config.json), read in the copy at https://github.com/clemsgrs/unicorn_baseline/tree/"

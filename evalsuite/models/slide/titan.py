@@ -28,7 +28,8 @@ published size with random weights, 400 tiles, the embeddings differ by at most 
 
 `published_keys` keeps `vision_encoder.*` (renaming `blocks.modules_list.N` to `blocks.N`) and drops what the slide
 embedding does not use: the text tower (`text_encoder.*`), the 128-query captioning pooler (`vision_encoder.attn_pool`)
-and the projection into the text space (`vision_encoder.proj`). The published file has no captioning decoder (README).
+and the projection into the text space (`vision_encoder.proj`); zero-shot reads the latter two from the same file
+(models/slide/titan_text.py). The published file has no captioning decoder (README).
 """
 
 import math
@@ -65,6 +66,9 @@ SPECS = (
                           "dropped) and text_encoder.* (dropped); CONCH v1.5's weights are a separate file",
         uses_coords=True,
         text_tower=True,
+        extra={"text_module": "titan_text",  # zero-shot: models/slide/titan_text.py
+               "text": {"tokenizer": "CONCH byte-level BPE, uncased (conch_byte_level_bpe_uncased.json)",
+                        "context_length_tokens": 128}},
         sources=(
             "https://github.com/mahmoodlab/TITAN/blob/33042f5eea6691e8a40ed219474607fc876a19a2/README.md",
             "https://huggingface.co/MahmoodLab/TITAN (vision_transformer.py, modeling_titan.py, configuration_titan.py"
@@ -73,11 +77,15 @@ SPECS = (
             "https://github.com/mahmoodlab/TRIDENT/blob/f697080b79c2bf2fcff7aea86258a8a9f6af88f5/"
             "trident/slide_encoder_models/load.py",
             "https://github.com/mahmoodlab/TRIDENT/blob/f697080b79c2bf2fcff7aea86258a8a9f6af88f5/README.md",
+            "https://huggingface.co/MahmoodLab/TITAN (modeling_titan.py: encode_text, zero_shot_classifier, zero_shot),"
+            " read in the copy at https://github.com/ThucHuynh44/Concept-Distilled-MIL (models/titan/modeling_titan.py)",
         ),
         unconfirmed="the hub's own files were read in a vendored copy (unicorn_baseline), not on the hub; the "
                     "published file's name (model.safetensors or pytorch_model.bin) and that its keys are exactly "
                     "`vision_encoder.*`/`text_encoder.*` (as TITAN's module names them) were not seen; the text "
-                    "tower's key names; the gated card's wording",
+                    "tower's key names and class-token mask (taken as CONCH's: TITAN's text_config is CONCH's "
+                    "text_cfg with a 768-wide projection; its text_transformer.py was not read) and its tokenizer "
+                    "(taken as CONCH's file); the gated card's wording",
     ),
 )
 

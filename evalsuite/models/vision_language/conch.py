@@ -79,11 +79,7 @@ class Conch(nn.Module):
         super().__init__()
         self.visual = ConchVisual()
         # context 127 + the appended class embedding: positional_embedding [128, 768] as in the checkpoint.
-        text_transformer = _open_clip_transformer().TextTransformer
-        self.text = text_transformer(context_length=TEXT_TOKENS, vocab_size=_VOCAB, width=_WIDTH, heads=_HEADS,
-                                     layers=_DEPTH, output_dim=_EMBED_DIM, embed_cls=True, pad_id=PAD_ID,
-                                     pool_type="last", correct_cls_mask=False, act_layer=nn.GELU,
-                                     norm_layer=nn.LayerNorm)
+        self.text = text_transformer(_EMBED_DIM)
         self.logit_scale = nn.Parameter(torch.tensor(math.log(1 / 0.07)))  # CoCa's initial value
         self.tokenizer = tokenizer  # told where the checkpoint lies (the tokenizer file may sit beside it)
 
@@ -107,12 +103,13 @@ class ConchTokenizer(TokenizerFile):
 
     max_prompt_tokens = TEXT_TOKENS  # ids a prompt may have before it is cut; the tower appends the 128th itself
 
-    def __init__(self, spec_tokenizer: str, vocab_size: int | None = None):
+    def __init__(self, spec_tokenizer: str, vocab_size: int | None = None, model: str = "conch"):
         super().__init__(spec_tokenizer, TOKENIZER_NAME, "conch", "open_clip_custom/tokenizers", env=TOKENIZER_ENV)
         self.vocab_size = vocab_size or _VOCAB  # rows of the text tower's token embedding: every id must be below
+        self.model = model  # the registry entry whose prompts it tokenizes (CONCH's, or TITAN's), named in errors
 
     def read(self, path: Path | None):
-        return read_tokenizer(path, self.vocab_size)
+        return read_tokenizer(path, self.vocab_size, self.model)
 
     def __call__(self, texts: list[str]) -> torch.Tensor:
         ids = self.loaded()(list(texts), max_length=TEXT_TOKENS, add_special_tokens=True, truncation=True,
@@ -124,12 +121,12 @@ class ConchTokenizer(TokenizerFile):
         return self.loaded()(list(texts), add_special_tokens=True, truncation=False, verbose=False)["input_ids"]
 
 
-def read_tokenizer(path: Path | None, vocab_size: int | None = None):
+def read_tokenizer(path: Path | None, vocab_size: int | None = None, model: str = "conch"):
     """transformers' PreTrainedTokenizerFast from CONCH's tokenizer file, with CONCH's special tokens, after checking
     the file itself (transformers adds special tokens a file lacks, so its vocabulary always has them)."""
     if path is None:
         raise EvalsuiteError(
-            f"model 'conch' needs CONCH's tokenizer file {TOKENIZER_NAME} (not downloaded, also with --random-init): "
+            f"model '{model}' needs CONCH's tokenizer file {TOKENIZER_NAME} (not downloaded, also with --random-init): "
             f"get it from {TOKENIZER_URL} and put it next to the --weights file or set {TOKENIZER_ENV}=PATH "
             "(or install MahmoodLab's conch package); docs/zeroshot.md")
     try:
@@ -170,11 +167,21 @@ def check_tokenizer_file(file_tokenizer, path: Path, vocab_size: int) -> None:
                              f"{vocab_size} (ids 0-{vocab_size - 1}); get {TOKENIZER_URL}")
 
 
-def _open_clip_transformer():
+def text_transformer(output_dim: int, model: str = "conch") -> nn.Module:
+    """CONCH's CoCa text tower (12 layers, 768 wide, a class embedding appended after 127 ids) projecting to
+    `output_dim`; TITAN's text encoder has the same configuration with a 768-wide projection
+    (models/slide/titan_text.py)."""
+    return _open_clip_transformer(model).TextTransformer(
+        context_length=TEXT_TOKENS, vocab_size=_VOCAB, width=_WIDTH, heads=_HEADS, layers=_DEPTH, output_dim=output_dim,
+        embed_cls=True, pad_id=PAD_ID, pool_type="last", correct_cls_mask=False, act_layer=nn.GELU,
+        norm_layer=nn.LayerNorm)
+
+
+def _open_clip_transformer(model: str = "conch"):
     try:
         from open_clip import transformer
     except ImportError:
-        raise EvalsuiteError(f"model 'conch' needs open_clip (open-clip-torch): {install_extra()}") from None
+        raise EvalsuiteError(f"model '{model}' needs open_clip (open-clip-torch): {install_extra()}") from None
     return transformer
 
 

@@ -8,8 +8,10 @@ A tile or slide classification card may carry a `zeroshot:` block (docs/zeroshot
       templates: [template, ...]                 # each with one CLASSNAME, as CONCH writes them
       # or several sets, val choosing between them:  templates: {set_name: [template, ...], ...}
 
-A class's embedding is prompt ensembling as CLIP and CONCH do it: every name x template prompt is encoded,
-each embedding L2-normalised, averaged over names and templates, and the mean normalised again.
+A class's embedding is prompt ensembling as CLIP, CONCH and TITAN do it: every name x template prompt is encoded,
+each embedding L2-normalised, averaged over names and templates, and the mean normalised again. A model whose text
+tower says `class_rule = "sum_prompt_probabilities"` (PRISM's `zero_shot`) keeps every prompt's normalised
+embedding instead: the probe takes a softmax over all prompts and sums each class's probabilities.
 
 The block is checked before any text or image forward: an unknown key (a typo would drop the user's prompts), a
 `class_names` key that is no class, an empty template set; then, with the model's tokenizer, a prompt longer than
@@ -26,7 +28,7 @@ from evalsuite.probes import PROBES
 from evalsuite.probes._validate import check_images_map_to_joint_space, check_text_tower
 from evalsuite.probes.texts.prompt_checks import check_prompt_set
 from evalsuite.probes.texts.text_cache import cached_text_embeddings
-from evalsuite.probes.texts.zeroshot import ZERO_SHOT
+from evalsuite.probes.texts.zeroshot import ENSEMBLE, ZERO_SHOT
 from evalsuite.tasks.cards import PROMPT_KEYS, PROMPTS_FIELD
 
 PLACEHOLDER = "CLASSNAME"
@@ -119,6 +121,12 @@ def ensemble_class_embeddings(prompt_embeddings: np.ndarray, prompt_class: np.nd
     return (means / np.linalg.norm(means, axis=1, keepdims=True)).astype(np.float32)
 
 
+def normalised_prompt_embeddings(prompt_embeddings: np.ndarray) -> np.ndarray:
+    """[prompts, dim] float32: each prompt's embedding L2-normalised (the rule that sums prompt probabilities)."""
+    rows = np.asarray(prompt_embeddings, dtype=np.float64)
+    return (rows / np.linalg.norm(rows, axis=1, keepdims=True)).astype(np.float32)
+
+
 @dataclasses.dataclass(frozen=True)
 class ClassTexts:
     """What the zeroshot probe receives: class embeddings per prompt set, the logit scale, where they came from."""
@@ -130,11 +138,23 @@ class ClassTexts:
     # Maps the cached image rows (float32 batches) into the space of `embeddings`: the model's image projection
     # where its cache holds the features before it (models/vision_language/towers.py); the identity by default.
     image_to_joint: ImageToJoint = dataclasses.field(default_factory=ImageToJoint)
+    # ENSEMBLE: `embeddings` rows are classes. SUM_PROMPT_PROBABILITIES: they are prompts, `prompt_class` their class.
+    rule: str = ENSEMBLE
+    prompt_class: dict = dataclasses.field(default_factory=dict)  # {set name: [prompts] class ids}
 
     def params_of(self, prompt_set: str) -> dict:
         """What a run's selected_params record of the chosen prompt set (zeroshot and mizero alike)."""
         return {"prompt_set": prompt_set, "prompts": self.prompts[prompt_set], "logit_scale": self.logit_scale,
-                "trained_on": ZERO_SHOT, "prompt_source": self.source, "text_cache_key": self.cache_keys[prompt_set]}
+                "trained_on": ZERO_SHOT, "prompt_source": self.source, "text_cache_key": self.cache_keys[prompt_set],
+                **({"class_rule": self.rule} if self.rule != ENSEMBLE else {})}
+
+
+def check_class_rule(rule: str, probes: list, backbone) -> None:
+    """Only the zeroshot probe scores prompts one by one; mizero ranks tiles by class embeddings (ENSEMBLE)."""
+    others = [p for p in probes if p != "zeroshot"]
+    if rule != ENSEMBLE and others:
+        raise EvalsuiteError(f"probe {others[0]} reads one embedding per class, but {backbone.text.model_name} scores "
+                             f"classes by {rule.replace('_', ' ')} (its own zero-shot rule); use --probes zeroshot")
 
 
 def with_class_texts(recipes: list, card, backbone, out_dir, device) -> list:
@@ -146,11 +166,15 @@ def with_class_texts(recipes: list, card, backbone, out_dir, device) -> list:
     for probe in readers:
         check_images_map_to_joint_space(PROBES[probe], probe, backbone)
     sets = checked_prompt_sets(card, backbone, readers[0])  # every set checked before the first is encoded
+    rule = getattr(backbone.text, "class_rule", ENSEMBLE)
+    check_class_rule(rule, readers, backbone)
     embeddings, keys = {}, {}
     for prompt_set in sets:
         rows, keys[prompt_set.name] = cached_text_embeddings(out_dir, backbone, prompt_set.texts, device)
-        embeddings[prompt_set.name] = ensemble_class_embeddings(rows, prompt_set.prompt_class, card.num_classes)
+        embeddings[prompt_set.name] = ensemble_class_embeddings(rows, prompt_set.prompt_class, card.num_classes) \
+            if rule == ENSEMBLE else normalised_prompt_embeddings(rows)
     texts = ClassTexts(embeddings, backbone.text.logit_scale, {s.name: len(s.texts) for s in sets}, keys,
-                       str(card.extra[PROMPTS_FIELD].get("source", "")), backbone.text.image_to_joint)
+                       str(card.extra[PROMPTS_FIELD].get("source", "")), backbone.text.image_to_joint, rule,
+                       {s.name: s.prompt_class for s in sets})
     return [dataclasses.replace(r, context={"class_texts": texts})
             if getattr(PROBES[r.probe], "reads_class_texts", False) else r for r in recipes]

@@ -25,7 +25,9 @@ def text_key_fields(backbone, texts: list[str]) -> dict:
     """What changes the cached numbers. `card`/`split` are what `evalsuite cache ls` shows for a cache."""
     text = backbone.text
     texts_sha256 = hashlib.sha256(json.dumps(texts).encode()).hexdigest()
-    return {"model": backbone.name, "weights_id": backbone.weights_id, "tokenizer": text.tokenizer_id,
+    # A slide encoder's text tower is keyed by the slide encoder and its weights, not the tile encoder it reads.
+    return {"model": getattr(text, "model_name", backbone.name),
+            "weights_id": getattr(text, "weights_id", backbone.weights_id), "tokenizer": text.tokenizer_id,
             "context_length_tokens": text.context_length_tokens, "texts_sha256": texts_sha256,
             "feature": TEXT_FEATURE, "dtype": "float16", "precision": "fp32",
             "card": "(prompt texts)", "split": f"{len(texts)} prompts"}

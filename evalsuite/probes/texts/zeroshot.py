@@ -17,6 +17,11 @@ from evalsuite.probes._validate import check_features_labels, require_texts
 from evalsuite.probes.base import PROMPT_SETS, FittedProbe
 from evalsuite.probes.batches import iter_float32_batches
 
+# How prompts make class scores (a text tower's `class_rule`): the normalised mean embedding per class (CLIP, CONCH,
+# TITAN), or a softmax over every prompt with each class's probabilities summed (PRISM's zero_shot).
+ENSEMBLE = "ensemble"
+SUM_PROMPT_PROBABILITIES = "sum_prompt_probabilities"
+
 ZERO_SHOT = "nothing (zero-shot)"  # selected_params' `trained_on`: how results tell a zero-shot row
 
 
@@ -54,18 +59,23 @@ class ZeroShotProbe(FittedProbe):
         return self
 
     def logits(self, features) -> np.ndarray:
-        """[N, classes] float32: logit_scale x cosine of each image embedding with each class embedding."""
-        classes = torch.from_numpy(self.class_texts.embeddings[self.prompt_set_]).to(self.device)
-        out = np.empty((len(features), self.num_classes), dtype=np.float32)
+        """[N, rows] float32: logit_scale x cosine of each image embedding with each row of the chosen set's
+        embeddings (classes; prompts where the model sums prompt probabilities per class)."""
+        texts = torch.from_numpy(self.class_texts.embeddings[self.prompt_set_]).to(self.device)
+        out = np.empty((len(features), len(texts)), dtype=np.float32)
         for rows, batch in iter_float32_batches(features, np.arange(len(features)), self.batch_size, self.device):
             joint = self.class_texts.image_to_joint(batch)
-            cosine = torch.nn.functional.normalize(joint, dim=1) @ classes.T
+            cosine = torch.nn.functional.normalize(joint, dim=1) @ texts.T
             out[rows] = (self.class_texts.logit_scale * cosine).cpu().numpy()
         return out
 
     def predict_proba(self, features) -> np.ndarray:
-        logits = torch.from_numpy(self.logits(features))
-        return torch.softmax(logits, dim=1).numpy()
+        probabilities = torch.softmax(torch.from_numpy(self.logits(features)), dim=1).numpy()
+        if self.class_texts.rule != SUM_PROMPT_PROBABILITIES:
+            return probabilities
+        # PRISM's zero_shot: one softmax over every prompt, each class's prompts' probabilities summed.
+        prompt_class = self.class_texts.prompt_class[self.prompt_set_]
+        return probabilities @ np.eye(self.num_classes, dtype=np.float32)[prompt_class]
 
 
 def chance_level_note(record: dict) -> str | None:
