@@ -93,6 +93,8 @@ def _run(config: RunConfig, dist, device, builds=None) -> dict | None:
         return None
     timings["features_s"] = sum(s.features_s for s in scored)
     timings["probes_s"] = sum(s.probes_s for s in scored)
+    if backbone.slide_encoder is not None:  # the slide encoder's share of features_s (docs/slide_encoders.md)
+        timings["slide_encoder_s"] = sum(s.slide_encoder_s for s in scored)
     last = scored[-1]
     # A mean over folds has no draws of its own (results/folds.py): only an unfolded run's seeds are averaged.
     test_unit, test_clusters = last.test_clusters
@@ -178,6 +180,7 @@ class _Scored:
     features_s: float
     probes_s: float
     embedding_keys: dict  # a slide-encoder run: {split: slide-embedding cache key}; else empty
+    slide_encoder_s: float = 0.0  # of features_s, the slide encoder's part (its cache included); 0 for other runs
 
 
 def probe_splits(recipes: list, folds: int | None = None) -> tuple:
@@ -204,12 +207,14 @@ def _score(config, card, reader, backbone, device, dist, recipes, test_sites) ->
     limit = memory_limit(config, device) if encoder is not None else None
     features = prepare_features(config, card, reader, backbone, device, dist, probe_splits(recipes, folds),
                                 (lambda layouts: check_layout_memory(encoder, layouts, limit)) if encoder else None)
-    split_data, embedding_keys = features.splits, {}
+    split_data, embedding_keys, slide_encoder_s = features.splits, {}, 0.0
     if not dist.is_main:
         return None
     if encoder is not None:  # each slide (patient) through the slide encoder once: vectors for the probes
+        tiles_done = time.perf_counter()
         split_data, embedding_keys = embed_slides(config, card, reader, backbone, features, device,
                                                   used_precision(config, backbone, device))
+        slide_encoder_s = time.perf_counter() - tiles_done
     features_s = time.perf_counter() - started
     if KINDS[card.kind].target == "class":  # a one-class split gives a degenerate probe that scores 1.000
         check_two_classes_per_split({split: labels for split, (_, labels) in split_data.items()}, card.classes,
@@ -227,7 +232,7 @@ def _score(config, card, reader, backbone, device, dist, recipes, test_sites) ->
                                                       config.seeds[0]))
     return _Scored(features, probe_results, test_clusters, {split: len(labels) for split, (_, labels) in
                                                              split_data.items()}, split_data["test"][1], features_s,
-                   time.perf_counter() - started - features_s, embedding_keys)
+                   time.perf_counter() - started - features_s, embedding_keys, slide_encoder_s)
 
 
 def _fold_throughput(per_fold: list) -> dict:

@@ -9,7 +9,9 @@ from evalsuite.commands._common import add_task_model_args, run_config
 def add_parser(commands, common) -> None:
     run = commands.add_parser("run", parents=[common], help="extract features (cached) and run probes on a task")
     add_task_model_args(run)
-    run.add_argument("--probes", help="comma-separated probe recipes (default: the card's probes)")
+    # Repeating the flag adds to the list (argparse would keep only the last one, silently dropping the others).
+    run.add_argument("--probes", action="append", help="comma-separated probe recipes (default: the card's probes); "
+                     "may be repeated")
     run.add_argument("--seed", type=int, default=0, help="probe seed, 0 to 4294967295 (default 0)")
     run.add_argument("--seeds", help="comma-separated probe seeds, e.g. 0,1,2,3,4: probes are trained and scored "
                                      "once per seed, one set of leaderboard rows each (overrides --seed)")
@@ -45,7 +47,7 @@ def _seeds(args) -> list[int]:
 def main(args) -> None:
     from evalsuite.storage.names import check_identifier
 
-    probes = [p.strip() for p in args.probes.split(",") if p.strip()] if args.probes else []
+    probes = [p.strip() for value in args.probes or [] for p in value.split(",") if p.strip()]
     if args.label is not None:  # a cell of every table: a line break or comma would break them
         check_identifier(args.label, "--label", "uni2-h-ft", label=True)
     # Flags are checked before the heavy imports.

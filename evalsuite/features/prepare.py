@@ -30,6 +30,7 @@ from evalsuite.features.budget import (
 from evalsuite.features.cache import FeatureCache
 from evalsuite.features.extract import Preempted, extract_to_cache, place_on_device
 from evalsuite.features.memory_limits import memory_sources
+from evalsuite.features.slide_donors import copy_from_donor_caches
 from evalsuite.features.slide_features import cache_layout, open_bags, slide_summary
 from evalsuite.features.split_keys import (  # SPLITS and split_aliases are imported from here too
     SPLITS,
@@ -192,6 +193,8 @@ def _extract_split(job: ExtractionJob, split: str, prepared: PreparedSplits) -> 
         layout = cache_layout(prepared.layouts[split], job.chunk_rows) if prepared.layouts else None
         writer = job.cache.start_or_resume(key, (len(dataset), *prepared.row_shape), dataset.labels,
                                            prepared.key_fields[split], job.chunk_rows, library_versions(), layout)
+        if prepared.layouts:  # a slide another cache holds (an earlier fold, another split) is copied, not forwarded
+            copy_from_donor_caches(job.cache, key, prepared.key_fields[split], prepared.layouts[split], writer)
     # Every rank shards rank 0's list of pending chunks. A rank reading the chunk log itself could see chunks rank 0
     # had already written (it starts at once), shard a shorter list, and leave some chunks to no rank.
     pending = dist.broadcast(writer.pending_chunks() if writer is not None else None)

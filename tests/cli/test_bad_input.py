@@ -133,6 +133,11 @@ def test_unknown_probe(out):
     _expect_error(out, ["--task", "demo", "--probes", "svm"], "unknown probe 'svm'")
 
 
+def test_a_repeated_probes_flag_adds_to_the_list(out):
+    """`--probes svm --probes knn` used to keep the last flag only (argparse), running knn and dropping svm silently."""
+    _expect_error(out, ["--task", "demo", "--probes", "svm", "--probes", "knn"], "unknown probe 'svm'")
+
+
 _IMPORTS_AFTER_BAD_NAME = """
 import sys
 from evalsuite.cli import main

@@ -1,6 +1,8 @@
 """A Patho-Bench split file (hub layout, tests/readers/slides/patho_bench_layout.py) over 8 demo slides, run through
 `evalsuite run` fold by fold: the run JSON holds both folds, each with the file's test slides and its train slides
-(val carved from them), and every fold's probe rows. Reference: the fold columns written here."""
+(val carved from them), and every fold's probe rows; each slide's tiles are forwarded once over the folds (the second
+fold copies them from the first fold's caches). Reference: the fold columns written here. A cross-cohort code
+(`cohort_a==cohort_b--task`) runs as one fold."""
 
 import importlib.util
 
@@ -47,6 +49,10 @@ def test_each_fold_column_runs_and_the_run_json_holds_both_folds(tmp_path):
     meanpool = next(p for p in record["probes"] if p["probe"] == "meanpool")
     assert {f"test_fold{k}" for k in range(FOLDS)} <= set(meanpool["metrics"])
     assert record["scored"]["test"] == len(rows)  # every slide is tested once over the folds
+    # Fold 0's three splits hold every slide: fold 1 copies their tiles (features/slide_donors.py), forwards none.
+    tiles = sum(info["tiles"] for info in record["slides"].values())  # the last fold's splits: all slides once
+    assert sum(record["samples_extracted"].values()) == tiles
+    assert "copied from slide caches" in result.stderr
 
 
 def test_a_cross_cohort_task_trains_on_one_cohort_and_tests_on_the_other(tmp_path, cli_in_process):

@@ -56,6 +56,8 @@ def test_titan_zero_shot_on_demo_slides_through_its_own_text_tower(titan_setup, 
     probabilities = np.load(tmp_path / "out" / "runs" / record["predictions"]["file"])["proba_0"]
     np.testing.assert_allclose(probabilities.sum(axis=1), 1.0, rtol=1e-5)
     assert "zeroshot ran with random weights" in result.stdout + result.stderr
+    timings = record["timings_s"]
+    assert 0 < timings["slide_encoder_s"] < timings["features_s"]  # the slide stage's share, apart from the tiles'
 
 
 def test_a_slide_encoder_without_a_text_tower_is_refused_for_zero_shot(titan_setup, tmp_path, cli_in_process):

@@ -42,7 +42,7 @@ from evalsuite.readers.reader_args import checked_fraction, checked_seed
 from evalsuite.readers.slides.base import SlideReader
 from evalsuite.readers.slides.patho_bench_files import SPLIT_FILE, Cohort, find_slides, read_cohort, task_columns
 from evalsuite.readers.slides.slide_identity import first_same_file
-from evalsuite.readers.slides.slide_manifest import SPLITS, SlideRecord, check_events
+from evalsuite.readers.slides.slide_manifest import SPLITS, SlideRecord, check_events, check_patients_in_one_split
 from evalsuite.readers.splits import carve_val
 from evalsuite.tasks.kinds import KINDS
 
@@ -120,7 +120,7 @@ class PathoBenchReader(SlideReader):
             source = f"{cohort.path} ({cohort.fold_columns[fold]})"
         records = [SlideRecord(row.slide_id, cohort.paths[row.slide_id], row.target, row.patient, split)
                    for cohort, row, split in placed]
-        check_case_in_one_split(records, source)
+        check_patients_in_one_split(records, None, where=f"Patho-Bench split file {source}", patient="case")
         if not any(record.split == "val" for record in records):
             records = self._with_val(records, fold)
         if self.survival:
@@ -144,15 +144,6 @@ def parse_task_code(code: str, card) -> tuple[list, str]:
         raise EvalsuiteError(f"task card {card.path}: reader.args.task_code '{code}' is not Patho-Bench's "
                              "<source>--<task> or <train source>==<test source>--<task> (two different sources)")
     return sources, parts[1]
-
-
-def check_case_in_one_split(records: list, source: str) -> None:
-    split_of = {}
-    for record in records:
-        other = split_of.setdefault(record.patient, record.split)
-        if other != record.split:
-            raise EvalsuiteError(f"Patho-Bench split file {source}: case '{record.patient}' has slides in {other} "
-                                 f"and {record.split}; a case's slides must share one split (else they leak)")
 
 
 def check_cohorts_apart(train: Cohort, test: Cohort) -> None:

@@ -179,14 +179,17 @@ def _deal_patient_folds(parsed: list[dict], folds: int, test_fold: int, seed: in
         record["split"] = "test" if fold_of[record["patient"]] == test_fold else "train"
 
 
-def check_patients_in_one_split(records: list, path: Path, items: str = "slides") -> dict:
-    """{patient: split}; one line naming the manifest when a patient's `items` (slides, tiles) straddle splits."""
+def check_patients_in_one_split(records: list, path: Path | None, items: str = "slides", where: str | None = None,
+                                patient: str = "patient") -> dict:
+    """{patient: split}; one line naming the manifest (or `where`: another file's words, e.g. Patho-Bench's split
+    file and its `case`) when a `patient`'s `items` (slides, tiles) straddle splits."""
     split_of = {}
     for record in records:
         other = split_of.setdefault(record.patient, record.split)
         if other != record.split:
-            raise EvalsuiteError(f"{items[:-1]} manifest {path}: patient '{record.patient}' has {items} in {other} "
-                                 f"and {record.split}; a patient's {items} must share one split")
+            raise EvalsuiteError(f"{where or f'{items[:-1]} manifest {path}'}: {patient} '{record.patient}' has "
+                                 f"{items} in {other} and {record.split}; a {patient}'s {items} must share one split "
+                                 "(else they leak)")
     return split_of
 
 
