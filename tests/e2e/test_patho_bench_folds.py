@@ -23,18 +23,24 @@ layout = importlib.util.module_from_spec(SPEC)
 SPEC.loader.exec_module(layout)
 
 
-def test_each_fold_column_runs_and_the_run_json_holds_both_folds(tmp_path):
-    rows = layout.demo_rows(PER_CLASS, FOLDS)
-    layout.write_task(tmp_path / "splits", "demo_cohort", "tumour", rows, label_dict={0: "stroma", 1: "tumour"})
-    card = {"name": "patho_bench_demo", "kind": "slide", "data_root": str(tmp_path),
-            "reader": {"name": "patho_bench", "args": {"task_code": "demo_cohort--tumour", "splits_root": "splits",
+def _card(folder, task_code: str):
+    """A card whose patho_bench reader reads `task_code` under folder/splits, the slides from the demo's folder; 4
+    tiles a slide (max_tiles)."""
+    card = {"name": "patho_bench_demo", "kind": "slide", "data_root": str(folder),
+            "reader": {"name": "patho_bench", "args": {"task_code": task_code, "splits_root": "splits",
                                                        "slides": str(demo_slides_folder() / "{slide_id}.*")}},
             "classes": ["stroma", "tumour"], "splits": ["train", "val", "test"],
             "tiling": {"target_mpp": 0.5, "tile_size_px": 224, "min_tissue_fraction": 0.5, "max_tiles": 4},
             "selection_metric": "balanced_accuracy", "probes": ["meanpool"]}
-    (tmp_path / "card.yaml").write_text(yaml.safe_dump(card))
+    (folder / "card.yaml").write_text(yaml.safe_dump(card))
+    return folder / "card.yaml"
+
+
+def test_each_fold_column_runs_and_the_run_json_holds_both_folds(tmp_path):
+    rows = layout.demo_rows(PER_CLASS, FOLDS)
+    layout.write_task(tmp_path / "splits", "demo_cohort", "tumour", rows, label_dict={0: "stroma", 1: "tumour"})
     out = tmp_path / "out"
-    result = run_cli("run", "--task", tmp_path / "card.yaml", "--model", "test_vit", "--random-init",
+    result = run_cli("run", "--task", _card(tmp_path, "demo_cohort--tumour"), "--model", "test_vit", "--random-init",
                      "--probes", "meanpool", "--num-workers", "0", "--out", out)
     assert result.returncode == 0, result.stderr
     record = run_record(out, result)
@@ -63,14 +69,8 @@ def test_a_cross_cohort_task_trains_on_one_cohort_and_tests_on_the_other(tmp_pat
              "slide_id": row["slide_id"].replace("train-", "test-")} for row in layout.demo_rows(2, FOLDS)]
     layout.write_task(tmp_path / "splits", "cohort_a", "tumour", train, label_dict={0: "stroma", 1: "tumour"})
     layout.write_task(tmp_path / "splits", "cohort_b", "tumour", test, label_dict=None)  # A's config is read
-    card = {"name": "patho_bench_cross_cohort", "kind": "slide", "data_root": str(tmp_path),
-            "reader": {"name": "patho_bench", "args": {"task_code": "cohort_a==cohort_b--tumour", "splits_root": "splits",
-                                                       "slides": str(demo_slides_folder() / "{slide_id}.*")}},
-            "classes": ["stroma", "tumour"], "splits": ["train", "val", "test"],
-            "tiling": {"target_mpp": 0.5, "tile_size_px": 224, "min_tissue_fraction": 0.5, "max_tiles": 4},
-            "selection_metric": "balanced_accuracy", "probes": ["meanpool"]}
-    (tmp_path / "card.yaml").write_text(yaml.safe_dump(card))
-    result = cli_in_process("run", "--task", tmp_path / "card.yaml", "--model", "test_vit", "--random-init",
+    result = cli_in_process("run", "--task", _card(tmp_path, "cohort_a==cohort_b--tumour"), "--model", "test_vit",
+                            "--random-init",
                             "--num-workers", "0", "--out", tmp_path / "out")
     assert result.returncode == 0, result.stderr
     record = run_record(tmp_path / "out", result)
