@@ -47,7 +47,8 @@ def _seeds(args) -> list[int]:
 def main(args) -> None:
     from evalsuite.storage.names import check_identifier
 
-    probes = [p.strip() for value in args.probes or [] for p in value.split(",") if p.strip()]
+    named = [p.strip() for value in args.probes or [] for p in value.split(",") if p.strip()]
+    probes = list(dict.fromkeys(named))  # a recipe named twice runs once
     if args.label is not None:  # a cell of every table: a line break or comma would break them
         check_identifier(args.label, "--label", "uni2-h-ft", label=True)
     # Flags are checked before the heavy imports.
