@@ -17,7 +17,7 @@ ThucHuynh44/Concept-Distilled-MIL carries, models/titan/modeling_titan.py: `enco
 `published_text_keys` keeps `text_encoder.*` as it is named and `vision_encoder.proj` (as `image_proj`), and drops the
 slide ViT (models/slide/titan.py loads it). The tokenizer is CONCH's byte-level BPE file (TITAN's `encode_text`
 drops the placeholder column CONCH's tokenizer appends, as CONCH's does), looked for where CONCH's is
-(models/vision_language/conch.py).
+(models/vision_language/conch.py) and, beside the weights, also as `tokenizer.json`.
 """
 
 import torch
@@ -64,4 +64,6 @@ def published_text_keys(state: dict) -> dict:
 
 
 def text_tokenizer(spec) -> vlm_conch.ConchTokenizer:
-    return vlm_conch.ConchTokenizer(spec.extra["text"]["tokenizer"], model=spec.name)
+    """CONCH's file beside the weights, else a `tokenizer.json` there (TITAN's hub repository loads a tokenizer with
+    AutoTokenizer; that it is CONCH's file is not confirmed: the file is checked as CONCH's before use)."""
+    return vlm_conch.ConchTokenizer(spec.extra["text"]["tokenizer"], model=spec.name, other_names=("tokenizer.json",))

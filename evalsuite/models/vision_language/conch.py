@@ -103,8 +103,9 @@ class ConchTokenizer(TokenizerFile):
 
     max_prompt_tokens = TEXT_TOKENS  # ids a prompt may have before it is cut; the tower appends the 128th itself
 
-    def __init__(self, spec_tokenizer: str, vocab_size: int | None = None, model: str = "conch"):
-        super().__init__(spec_tokenizer, TOKENIZER_NAME, "conch", "open_clip_custom/tokenizers", env=TOKENIZER_ENV)
+    def __init__(self, spec_tokenizer: str, vocab_size: int | None = None, model: str = "conch", other_names=()):
+        super().__init__(spec_tokenizer, TOKENIZER_NAME, "conch", "open_clip_custom/tokenizers", env=TOKENIZER_ENV,
+                         other_names=other_names)
         self.vocab_size = vocab_size or _VOCAB  # rows of the text tower's token embedding: every id must be below
         self.model = model  # the registry entry whose prompts it tokenizes (CONCH's, or TITAN's), named in errors
 

@@ -26,20 +26,23 @@ def installed_package_files(package: str, package_dir: str, file_name: str) -> l
 class TokenizerFile:
     """Base of a file-backed tokenizer: subclasses say `read(path)` and how prompts become ids (`__call__`)."""
 
-    def __init__(self, spec_tokenizer: str, file_name: str, package: str, package_dir: str, env: str | None = None):
+    def __init__(self, spec_tokenizer: str, file_name: str, package: str, package_dir: str, env: str | None = None,
+                 other_names: tuple = ()):
         self.spec_tokenizer = spec_tokenizer  # the registry's description of the tokenizer
         self.file_name, self.package, self.package_dir, self.env = file_name, package, package_dir, env
+        self.other_names = tuple(other_names)  # names the same file may have beside the weights (after file_name)
         self.beside: Path | None = None  # the --weights file's folder, set on load
         self._loaded = None
 
     def file(self) -> Path | None:
-        """The tokenizer file: $env, else next to the --weights file, else in the installed package; None if none."""
+        """The tokenizer file: $env, else next to the --weights file (under file_name, then other_names), else in the
+        installed package; None if none."""
         if self.env and os.environ.get(self.env):
             path = Path(os.environ[self.env]).expanduser()
             if not path.is_file():
                 raise EvalsuiteError(f"{self.env}={path} is not a file; point it at {self.file_name}")
             return path
-        candidates = [self.beside / self.file_name] if self.beside else []
+        candidates = [self.beside / name for name in (self.file_name, *self.other_names)] if self.beside else []
         candidates += installed_package_files(self.package, self.package_dir, self.file_name)
         return next((path for path in candidates if path.is_file()), None)
 

@@ -146,6 +146,16 @@ def test_titan_without_conchs_tokenizer_file_names_titan_and_the_file(tmp_path):
     assert "\n" not in message and "model 'titan' needs CONCH's tokenizer file" in message
 
 
+def test_titan_reads_a_tokenizer_json_beside_its_weights_checked_as_conchs(tmp_path):
+    write_conch_tokenizer(tmp_path / "TITAN" / "tokenizer.json")
+    tower = SlideTextTower(SLIDE_ENCODERS["titan"], tmp_path / "TITAN" / "model.safetensors", "w")
+    assert tower.prompt_token_ids(["tumor"])[0][0] == 1  # <start_of_text>, as CONCH's file lays a prompt out
+    assert "sha256:" in tower.tokenizer_id
+    (tmp_path / "TITAN" / "tokenizer.json").write_text("{}")
+    with pytest.raises(EvalsuiteError, match="cannot read CONCH's tokenizer"):
+        SlideTextTower(SLIDE_ENCODERS["titan"], tmp_path / "TITAN" / "model.safetensors", "w").prompt_token_ids(["a"])
+
+
 def test_madeleines_backbone_has_no_text_tower_though_its_tile_encoder_has_one():
     backbone = build_backbone("madeleine", None, True)
     assert backbone.slide_encoder.spec.tile_encoder == "conch" and backbone.text is None
