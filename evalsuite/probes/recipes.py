@@ -73,17 +73,24 @@ def check_recipe_fits(recipe: ProbeRecipe, card, slide_encoder: str | None = Non
     needed = "vectors" if slide_encoder else "bags" if kind.bags else ("tokens" if kind.dense else "vectors")
     task = f"{card.kind} task '{card.name}'" + (f" with {slide_encoder}" if slide_encoder else "")
     probe_inputs = PROBES[recipe.probe].inputs
+    if slide_encoder and getattr(PROBES[recipe.probe], "reads_retrieval_texts", False):
+        raise EvalsuiteError(f"probe recipe {recipe.path}: probe '{recipe.probe}' matches tiles with captions or class "
+                             f"texts; slide-text retrieval with {slide_encoder}'s text tower is not built: use "
+                             "--probes zeroshot (docs/slide_encoders.md)")
     if probe_inputs != needed:
-        fitting = sorted(name for name, probe in PROBES.items()
-                         if probe.inputs == needed and kind.target in probe.targets)
         raise EvalsuiteError(f"probe recipe {recipe.path}: probe '{recipe.probe}' reads {probe_inputs} but "
-                             f"{task} caches {needed}; use a recipe of {', '.join(fitting)}")
+                             f"{task} caches {needed}; use a recipe of {_fitting(needed, kind, slide_encoder)}")
     if kind.target not in PROBES[recipe.probe].targets:
-        fitting = sorted(name for name, probe in PROBES.items()
-                         if probe.inputs == needed and kind.target in probe.targets)
         raise EvalsuiteError(f"probe recipe {recipe.path}: probe '{recipe.probe}' does not learn the targets of "
-                             f"{task}; use a recipe of {', '.join(fitting)}")
+                             f"{task}; use a recipe of {_fitting(needed, kind, slide_encoder)}")
     return recipe
+
+
+def _fitting(needed: str, kind, slide_encoder: str | None) -> str:
+    """The probes that read `needed` and learn the kind's target (with a slide encoder, not the tile-text ones)."""
+    return ", ".join(sorted(name for name, probe in PROBES.items()
+                            if probe.inputs == needed and kind.target in probe.targets
+                            and not (slide_encoder and getattr(probe, "reads_retrieval_texts", False))))
 
 
 def check_val_choice(recipes: list, card, aliases: dict) -> None:

@@ -66,3 +66,11 @@ def test_a_slide_encoder_without_a_text_tower_is_refused_for_zero_shot(titan_set
                             "--probes", "zeroshot", "--out", tmp_path / "out")
     assert_one_line_error(result, "slide encoder 'chief' has none", "--model titan")
     assert not (tmp_path / "out" / "leaderboard.csv").exists()
+
+
+def test_text_retrieval_with_a_slide_encoder_is_refused_before_anything_is_built(tmp_path, cli_in_process):
+    """Slide-text retrieval is not built: refused from the recipe, naming zeroshot, before the data is read."""
+    result = cli_in_process("run", "--task", "demo_slide", "--model", "titan", "--random-init", "--probes",
+                            "text_retrieval", "--out", tmp_path / "out")
+    assert_one_line_error(result, "slide-text retrieval with slide encoder titan's text tower is not built",
+                          "--probes zeroshot")

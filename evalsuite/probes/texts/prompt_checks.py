@@ -34,7 +34,7 @@ def check_prompt_set(prompt_set, class_names: list, backbone, where: str) -> Non
         first, second = (class_names[c] for c in same)
         example = {c: prompt_set.texts[list(prompt_set.prompt_class).index(c)] for c in same}
         raise EvalsuiteError(f"{where}: classes {first} and {second} give the same prompts once tokenized for model "
-                             f"'{backbone.name}' (e.g. '{_clipped(example[same[0]])}' and "
+                             f"'{_text_model(backbone)}' (e.g. '{_clipped(example[same[0]])}' and "
                              f"'{_clipped(example[same[1]])}'), so their class embeddings would be equal and no image "
                              "told between them; give them names that differ in zeroshot.class_names")
 
@@ -50,8 +50,13 @@ def check_captions_fit(captions: list, places: list, backbone) -> None:
 
 
 def _over_context(backbone) -> str:
-    return (f"longer than the text context of model '{backbone.name}' ({backbone.text.max_prompt_tokens} tokens, "
-            "start and end included), which would cut it without a word")
+    return (f"longer than the text context of model '{_text_model(backbone)}' ({backbone.text.max_prompt_tokens} "
+            "tokens, start and end included), which would cut it without a word")
+
+
+def _text_model(backbone) -> str:
+    """The model whose text tower tokenizes: a slide encoder's run names the slide encoder, not its tile encoder."""
+    return getattr(backbone.text, "model_name", backbone.name)
 
 
 def _first_too_long(token_ids: list, most: int) -> int | None:

@@ -39,7 +39,7 @@ def test_a_bag_probe_with_a_slide_encoder_is_refused_naming_the_vector_probes(ca
                  "--out", str(tmp_path)]) == 2
     error = capsys.readouterr().err.strip().splitlines()[-1]
     assert "reads bags but slide task 'demo_slide' with slide encoder chief caches vectors" in error
-    assert error.endswith("use a recipe of fewshot, knn, linear, logreg, retrieval, text_retrieval, zeroshot")
+    assert error.endswith("use a recipe of fewshot, knn, linear, logreg, retrieval, zeroshot")
 
 
 def test_a_weights_folder_without_the_tile_checkpoint_the_encoder_names_is_refused_in_one_line(tmp_path):
