@@ -74,3 +74,15 @@ def test_text_retrieval_with_a_slide_encoder_is_refused_before_anything_is_built
                             "text_retrieval", "--out", tmp_path / "out")
     assert_one_line_error(result, "slide-text retrieval with slide encoder titan's text tower is not built",
                           "--probes zeroshot")
+
+
+def test_titan_without_a_tokenizer_file_is_refused_before_any_tile_or_prompt_is_cached(titan_setup, tmp_path,
+                                                                                        cli_in_process, monkeypatch):
+    card, data = titan_setup
+    monkeypatch.delenv(vlm_conch.TOKENIZER_ENV)
+    out = tmp_path / "out"
+    result = cli_in_process("run", "--task", card, "--data-root", data, "--model", "titan", "--random-init",
+                            "--probes", "zeroshot", "--num-workers", "0", "--out", out)
+    assert_one_line_error(result, "model 'titan' needs CONCH's tokenizer file", vlm_conch.TOKENIZER_ENV)
+    assert result.returncode == 2 and not (out / "leaderboard.csv").exists()
+    assert not [p for p in out.glob("cache/*") if not p.name.startswith(".")]  # no tile, slide or prompt cache
