@@ -18,6 +18,7 @@ import numpy as np
 
 from evalsuite.errors import EvalsuiteError
 from evalsuite.features.slide_features import COORDS
+from evalsuite.readers.slides.base import SlideLayout
 from evalsuite.runtime import stages
 
 # Key fields that decide a tile's features besides the slide and the tile's place in it.
@@ -31,8 +32,6 @@ def _slide_identity(layout, index: int) -> tuple:
 
 def _donor_slides(cache, key: str, fields: dict, layout) -> dict:
     """{slide index in `layout`: (donor key, the donor's first row of that slide)} over the complete slide caches."""
-    from evalsuite.readers.slides.base import SlideLayout
-
     wanted = {_slide_identity(layout, i): i for i in range(len(layout.slide_ids))}
     found = {}
     for other in cache.keys():

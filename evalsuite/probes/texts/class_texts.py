@@ -149,14 +149,6 @@ class ClassTexts:
                 **({"class_rule": self.rule} if self.rule != ENSEMBLE else {})}
 
 
-def check_class_rule(rule: str, probes: list, backbone) -> None:
-    """Only the zeroshot probe scores prompts one by one; mizero ranks tiles by class embeddings (ENSEMBLE)."""
-    others = [p for p in probes if p != "zeroshot"]
-    if rule != ENSEMBLE and others:
-        raise EvalsuiteError(f"probe {others[0]} reads one embedding per class, but {backbone.text.model_name} scores "
-                             f"classes by {rule.replace('_', ' ')} (its own zero-shot rule); use --probes zeroshot")
-
-
 def with_class_texts(recipes: list, card, backbone, out_dir, device) -> list:
     """`recipes` with the class text embeddings in the context of those whose probe reads them (zeroshot, mizero)."""
     readers = [r.probe for r in recipes if getattr(PROBES[r.probe], "reads_class_texts", False)]
@@ -166,8 +158,8 @@ def with_class_texts(recipes: list, card, backbone, out_dir, device) -> list:
     for probe in readers:
         check_images_map_to_joint_space(PROBES[probe], probe, backbone)
     sets = checked_prompt_sets(card, backbone, readers[0])  # every set checked before the first is encoded
+    # PRISM's rule: only on its slide vectors, where the zeroshot probe is the one prompt reader (mizero reads bags).
     rule = getattr(backbone.text, "class_rule", ENSEMBLE)
-    check_class_rule(rule, readers, backbone)
     embeddings, keys = {}, {}
     for prompt_set in sets:
         rows, keys[prompt_set.name] = cached_text_embeddings(out_dir, backbone, prompt_set.texts, device)
