@@ -213,7 +213,7 @@ def _score(config, card, reader, backbone, device, dist, recipes, test_sites) ->
     if encoder is not None:  # each slide (patient) through the slide encoder once: vectors for the probes
         tiles_done = time.perf_counter()
         split_data, embedding_keys = embed_slides(config, card, reader, backbone, features, device,
-                                                  used_precision(config, backbone, device))
+                                                  used_precision(config, backbone, device), limit)
         slide_encoder_s = time.perf_counter() - tiles_done
     features_s = time.perf_counter() - started
     if KINDS[card.kind].target == "class":  # a one-class split gives a degenerate probe that scores 1.000

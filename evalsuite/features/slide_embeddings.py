@@ -169,16 +169,16 @@ def _fill(writer, items: list, forward: SlideForward, description: str, width: i
     progress.close()
 
 
-
-def embed_slides(config, card, reader, backbone, features, device, precision: str) -> tuple[dict, dict]:
+def embed_slides(config, card, reader, backbone, features, device, precision: str,
+                 limit: tuple[int, str]) -> tuple[dict, dict]:
     """({split: (float16 [items, embed_dim], targets)}, {split: slide-embedding cache key}) of a slide-encoder run,
-    from its opened tile bags (features.prepare.PreparedFeatures)."""
+    from its opened tile bags (features.prepare.PreparedFeatures); `limit`: memory_limit's (bytes, source), which
+    an early-fused patient's forward must fit as each slide's did."""
     from evalsuite.tasks.kinds import KINDS
 
     encoder = backbone.slide_encoder
     fusion = fusion_of(card, encoder.spec) if KINDS[card.kind].per_patient else None
     cache = FeatureCache(Path(config.out_dir) / "cache")
-    limit = memory_limit(config, device)
     embedded, keys = {}, {}
     for split, (bags, targets) in features.splits.items():
         items = split_items(bags, fusion or EARLY)
